@@ -1,0 +1,49 @@
+# redis-race-lab: `make lab` to learn, `make test` to check everything.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with notebooks/sanitize.cfg
+
+.DEFAULT_GOAL := help
+.PHONY: help venv lab test test-unit test-notebooks redis bench notebooks handouts clean
+
+help: ## Show this help
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e .
+	@touch $(STAMP)
+
+venv: $(STAMP) ## Create .venv and install the suite (editable)
+
+lab: $(STAMP) ## Open JupyterLab on notebooks/ (embedded backend unless REDIS_URL/RACELAB_BACKEND say otherwise)
+	$(VENV)/bin/jupyter lab notebooks/
+
+test: $(STAMP) ## Unit tests and every notebook, on the embedded backend and on a real Redis when one is available
+	scripts/run-tests.sh
+
+test-unit: $(STAMP) ## Unit tests only
+	$(PY) -m pytest tests
+
+test-notebooks: $(STAMP) ## Notebooks only, under nbval, on the embedded backend
+	env -u REDIS_URL RACELAB_BACKEND=embedded $(PY) -m pytest $(NBVAL) notebooks
+
+redis: ## Build redis-server/redis-cli/redis-benchmark >= 8.4 into .redis/bin
+	scripts/get-redis.sh
+
+bench: $(STAMP) ## Run the benchmarks and print their figures
+	$(PY) -m benchmarks
+
+notebooks: $(STAMP) ## Re-execute every notebook in place on the embedded backend (refreshes stored outputs)
+	for nb in notebooks/*.ipynb; do \
+	  env -u REDIS_URL RACELAB_BACKEND=embedded $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
+	    --ExecutePreprocessor.timeout=300 "$$nb" || exit 1; done
+
+handouts: $(STAMP) ## Export executed notebooks to HTML in handouts/
+	$(VENV)/bin/jupyter nbconvert --to html --output-dir handouts notebooks/*.ipynb
+
+clean: ## Remove caches (keeps .venv and .redis)
+	rm -rf .pytest_cache .hypothesis handouts **/__pycache__

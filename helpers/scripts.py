@@ -1,0 +1,49 @@
+"""Lua scripts and function libraries from lua/, loaded by file name.
+
+Scripts go through redis-py's ``register_script``: the client sends EVALSHA and, on a
+NOSCRIPT reply, loads the source and retries. Each file starts with a comment header that
+says what it does, its KEYS, its ARGV and its return contract; ``script_header`` returns it
+so a notebook can show the contract straight from the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from redis.commands.core import Script
+
+LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
+HEADER_FIELDS = ("KEYS", "ARGV", "Returns")
+
+
+def lua_path(name: str) -> Path:
+    """Return the path of lua/<name>.lua, or raise FileNotFoundError naming what exists."""
+    path = LUA_DIR / f"{name.removesuffix('.lua')}.lua"
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in LUA_DIR.glob("*.lua"))) or "none"
+        raise FileNotFoundError(f"no Lua file {path.name} in {LUA_DIR} (known: {known})")
+    return path
+
+
+def lua_source(name: str) -> str:
+    """Return the full text of lua/<name>.lua."""
+    return lua_path(name).read_text()
+
+
+def script_header(name: str) -> str:
+    """Return the leading comment block of lua/<name>.lua (the script's contract)."""
+    lines = []
+    for line in lua_source(name).splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#!"):
+            continue
+        if not stripped.startswith("--"):
+            break
+        lines.append(stripped[2:].removeprefix(" "))
+    return "\n".join(lines).strip()
+
+
+def load_script(client: Any, name: str) -> Script:
+    """Return a callable Script for lua/<name>.lua bound to client (EVALSHA, reloads on NOSCRIPT)."""
+    return client.register_script(lua_source(name))

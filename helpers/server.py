@@ -1,0 +1,275 @@
+"""Throwaway real Redis servers and clusters on loopback, started and stopped by the suite.
+
+A server started here is *owned* by the suite: it has no persistence, listens only on
+127.0.0.1, lives in a temporary directory, and is stopped when its context ends, when
+``stop()`` is called, or when the interpreter exits. Only on such a server may the suite run
+destructive commands (see ``helpers.guard``).
+
+Command line (used by the Makefile)::
+
+    python -m helpers.server find           # print the redis-server it would use, or fail
+    python -m helpers.server run -- CMD...  # run CMD with REDIS_URL set to a fresh server
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+MIN_VERSION = (8, 4, 0)
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+LOCAL_BIN = PROJECT_ROOT / ".redis" / "bin"
+
+_LIVE: list["RedisServer"] = []
+
+
+class ServerNotFound(RuntimeError):
+    """No redis-server >= 8.4 is available on this machine."""
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """Return a version string such as '8.6.3' as a tuple of ints."""
+    return tuple(int(p) for p in text.strip().split(".") if p.isdigit())
+
+
+def binary_version(path: str | Path) -> tuple[int, ...] | None:
+    """Return the version of a redis-server binary, or None if it does not run."""
+    try:
+        out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for word in out.split():
+        if word.startswith("v="):
+            return parse_version(word[2:])
+    return None
+
+
+def find_binary(name: str = "redis-server", min_version: tuple[int, ...] = MIN_VERSION) -> Path:
+    """Return the path of a usable redis binary: .redis/bin first, then PATH."""
+    candidates = [LOCAL_BIN / name]
+    on_path = shutil.which(name)
+    if on_path:
+        candidates.append(Path(on_path))
+    seen = []
+    for cand in candidates:
+        if not cand.exists():
+            continue
+        server = cand.with_name("redis-server")
+        version = binary_version(server)
+        seen.append(f"{server} ({'.'.join(map(str, version)) if version else 'does not run'})")
+        if version and version >= min_version:
+            return cand
+    wanted = ".".join(map(str, min_version))
+    raise ServerNotFound(
+        f"no {name} >= {wanted} found (looked in {LOCAL_BIN} and PATH; saw: "
+        f"{', '.join(seen) or 'nothing'}). Run `make redis` to build one.")
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class RedisServer:
+    """One redis-server process on 127.0.0.1 with no persistence, owned by the suite."""
+
+    extra_args: list[str] = field(default_factory=list)
+    port: int = 0
+    binary: Path | None = None
+    startup_timeout: float = 10.0
+    process: subprocess.Popen | None = None
+    workdir: Path | None = None
+
+    @property
+    def url(self) -> str:
+        """Return the redis:// URL of this server."""
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> "RedisServer":
+        """Start the process and wait until it answers PING; return self."""
+        self.binary = self.binary or find_binary()
+        last_log = ""
+        for _attempt in range(3):
+            self.workdir = Path(tempfile.mkdtemp(prefix="racelab-redis-"))
+            self.port = self.port or free_port()
+            args = [str(self.binary), "--port", str(self.port), "--bind", "127.0.0.1",
+                    "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
+                    "--daemonize", "no", "--loglevel", "warning",
+                    "--logfile", str(self.workdir / "redis.log"), *self.extra_args]
+            self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            _LIVE.append(self)
+            if self._wait_ready():
+                return self
+            last_log = self.log_tail()
+            self.stop()
+            self.port = 0  # maybe the port was taken in between: try another
+        raise RuntimeError(f"redis-server did not answer PING within {self.startup_timeout}s "
+                           f"(3 attempts); last log:\n{last_log}")
+
+    def _wait_ready(self) -> bool:
+        deadline = time.monotonic() + self.startup_timeout
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        try:
+            while time.monotonic() < deadline:
+                if self.process.poll() is not None:
+                    return False
+                try:
+                    if client.ping():
+                        return True
+                except redis.ConnectionError:
+                    time.sleep(0.02)
+            return False
+        finally:
+            client.close()
+
+    def log_tail(self, lines: int = 20) -> str:
+        """Return the last lines of the server's log file."""
+        log = self.workdir / "redis.log" if self.workdir else None
+        if log and log.exists():
+            return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+        return "(no log)"
+
+    def client(self, **kwargs) -> redis.Redis:
+        """Return a new plain client of this server."""
+        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+
+    def is_running(self) -> bool:
+        """Return True while the process is alive."""
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        """Stop the process (TERM, then KILL) and remove its directory. Safe to call twice."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+        if self.process is not None and self.process.stderr:
+            self.process.stderr.close()
+        if self in _LIVE:
+            _LIVE.remove(self)
+        if self.workdir is not None:
+            shutil.rmtree(self.workdir, ignore_errors=True)
+            self.workdir = None
+
+    def __enter__(self) -> "RedisServer":
+        return self.start() if not self.is_running() else self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@dataclass
+class RedisClusterServer:
+    """A cluster of redis-server processes on loopback (3 primaries, no replicas), owned by the suite."""
+
+    nodes: int = 3
+    servers: list[RedisServer] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        """Return the redis:// URL of the first node (any node works as a cluster seed)."""
+        return self.servers[0].url
+
+    @property
+    def ports(self) -> list[int]:
+        """Return the port of every node."""
+        return [s.port for s in self.servers]
+
+    def start(self) -> "RedisClusterServer":
+        """Start the nodes, join them with `redis-cli --cluster create`, wait for cluster_state:ok."""
+        cli = find_binary("redis-cli")
+        try:
+            for _ in range(self.nodes):
+                server = RedisServer(extra_args=["--cluster-enabled", "yes",
+                                                 "--cluster-node-timeout", "5000"])
+                self.servers.append(server)
+                server.start()
+            addresses = [f"127.0.0.1:{p}" for p in self.ports]
+            done = subprocess.run([str(cli), "--cluster", "create", *addresses,
+                                   "--cluster-replicas", "0", "--cluster-yes"],
+                                  capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise RuntimeError(f"redis-cli --cluster create failed:\n{done.stdout}\n{done.stderr}")
+            self._wait_ok()
+            return self
+        except BaseException:
+            self.stop()
+            raise
+
+    def _wait_ok(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = []
+            for server in self.servers:
+                with server.client(decode_responses=True) as c:
+                    states.append(c.cluster("info")["cluster_state"])
+            if all(s == "ok" for s in states):
+                return
+            time.sleep(0.1)
+        raise RuntimeError(f"the cluster did not reach cluster_state:ok within {timeout}s")
+
+    def stop(self) -> None:
+        """Stop every node. Safe to call twice."""
+        for server in self.servers:
+            server.stop()
+
+    def __enter__(self) -> "RedisClusterServer":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+@atexit.register
+def _stop_all() -> None:
+    for server in list(_LIVE):
+        server.stop()
+
+
+def is_owned_url(url: str) -> bool:
+    """Return True if url points at a server this process started and still runs."""
+    return any(s.is_running() and s.url.rsplit("/", 1)[0] == url.rsplit("/", 1)[0].rstrip("/")
+               for s in _LIVE)
+
+
+def _main(argv: list[str]) -> int:
+    if argv[:1] == ["find"]:
+        try:
+            path = find_binary()
+        except ServerNotFound as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        print(f"{path} (version {'.'.join(map(str, binary_version(path.with_name('redis-server'))))})")
+        return 0
+    if argv[:1] == ["run"] and "--" in argv:
+        command = argv[argv.index("--") + 1:]
+        with RedisServer() as server:
+            print(f"helpers.server: started redis-server "
+                  f"{'.'.join(map(str, binary_version(server.binary)))} at {server.url}", flush=True)
+            env = dict(os.environ, REDIS_URL=server.url)
+            return subprocess.run(command, env=env).returncode
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,79 @@
+"""Shared fixtures: every backend test runs on the embedded backend and on a real Redis >= 8.4.
+
+The real server is REDIS_URL when set (a server the suite does not own: the guard is on),
+else a throwaway redis-server from .redis/bin or PATH, started once per session. With
+RACELAB_REQUIRE_REAL=1 (CI), a missing real server is an error, not a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from helpers import Lab, connect
+from helpers.server import RedisClusterServer, RedisServer, ServerNotFound, find_binary
+
+REQUIRE_REAL = os.environ.get("RACELAB_REQUIRE_REAL") == "1"
+
+
+def _no_real(reason: str) -> None:
+    if REQUIRE_REAL:
+        pytest.fail(f"RACELAB_REQUIRE_REAL=1 but {reason}", pytrace=False)
+    pytest.skip(f"no real Redis: {reason}")
+
+
+@pytest.fixture(scope="session")
+def real_url() -> Iterator[str]:
+    """URL of a real Redis >= 8.4 for this session (REDIS_URL, or a throwaway server)."""
+    if os.environ.get("REDIS_URL"):
+        yield os.environ["REDIS_URL"]
+        return
+    try:
+        find_binary()
+    except ServerNotFound as exc:
+        _no_real(str(exc))
+    with RedisServer() as server:
+        yield server.url
+
+
+@pytest.fixture(scope="session")
+def cluster_url() -> Iterator[str]:
+    """URL of a throwaway 3-node Redis Cluster on loopback, for this session."""
+    try:
+        find_binary("redis-cli")
+    except ServerNotFound as exc:
+        _no_real(str(exc))
+    with RedisClusterServer() as cluster:
+        yield cluster.url
+
+
+def _test_namespace(request: pytest.FixtureRequest) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", request.node.originalname)[:64]
+
+
+@pytest.fixture(params=["embedded", "real"])
+def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
+    """A Lab on each backend, with a fresh namespace; its keys are removed afterwards."""
+    if request.param == "embedded":
+        the_lab = connect(_test_namespace(request), backend="embedded")
+    else:
+        the_lab = connect(_test_namespace(request), url=request.getfixturevalue("real_url"))
+    try:
+        yield the_lab
+    finally:
+        the_lab.cleanup()
+        the_lab.close()
+
+
+@pytest.fixture
+def cluster_lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
+    """A Lab on the session's throwaway cluster."""
+    the_lab = connect(_test_namespace(request), url=request.getfixturevalue("cluster_url"))
+    try:
+        yield the_lab
+    finally:
+        the_lab.cleanup()
+        the_lab.close()
