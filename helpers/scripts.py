@@ -47,3 +47,32 @@ def script_header(name: str) -> str:
 def load_script(client: Any, name: str) -> Script:
     """Return a callable Script for lua/<name>.lua bound to client (EVALSHA, reloads on NOSCRIPT)."""
     return client.register_script(lua_source(name))
+
+
+def library_name(name: str) -> str:
+    """Return the library name declared by lua/<name>.lua's '#!lua name=...' first line."""
+    first = lua_source(name).splitlines()[0]
+    if not first.startswith("#!lua"):
+        raise ValueError(f"lua/{name}.lua is not a function library (no '#!lua name=...' line)")
+    for part in first.split():
+        if part.startswith("name="):
+            return part[5:]
+    raise ValueError(f"lua/{name}.lua declares no library name")
+
+
+def load_library(client: Any, name: str) -> str:
+    """FUNCTION LOAD REPLACE lua/<name>.lua (a '#!lua name=racelab...' library); return its name."""
+    return client.function_load(lua_source(name), replace=True)
+
+
+def delete_library(client: Any, name: str) -> bool:
+    """FUNCTION DELETE the library declared in lua/<name>.lua; return False if it was not loaded."""
+    import redis  # local: only this helper needs the exception type
+
+    try:
+        client.function_delete(library_name(name))
+        return True
+    except redis.ResponseError as exc:
+        if "not exist" in str(exc).lower() or "no such library" in str(exc).lower():
+            return False
+        raise
