@@ -28,7 +28,7 @@ from helpers import embedded
 from helpers.guard import GuardedRedis, GuardedRedisCluster
 from helpers.namespace import Namespace, new_run_id
 from helpers.scripts import load_script
-from helpers.server import RedisClusterServer, RedisServer
+from helpers.server import RedisClusterServer, RedisServer, is_owned_url
 
 # redis-py >= 7.1 warns "Call to experimental method delex/digest ..." and "... experimental
 # usage of input argument/s 'ifeq'" on every call of the Redis 8.4 commands this suite
@@ -198,15 +198,20 @@ class Lab:
 
 
 def connect(notebook: str = "adhoc", backend: str | None = None, url: str | None = None,
-            run_id: str | None = None) -> Lab:
-    """Return a Lab for the selected backend (see module docstring for the order)."""
+            run_id: str | None = None, owned: bool | None = None) -> Lab:
+    """Return a Lab for the selected backend (see module docstring for the order).
+
+    ``owned`` says whether the server at ``url`` may take destructive commands; by default
+    only a server this process started (helpers.server) counts as owned.
+    """
     ns = Namespace(notebook, run_id or new_run_id())
     url = url if url is not None else (os.environ.get("REDIS_URL") if backend is None else None)
     backend = backend or ("real" if url else os.environ.get("RACELAB_BACKEND", "embedded"))
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if url:
-        lab = Lab(kind="cluster" if _is_cluster(url) else "real", ns=ns, owns_server=False, url=url)
+        lab = Lab(kind="cluster" if _is_cluster(url) else "real", ns=ns, url=url,
+                  owns_server=is_owned_url(url) if owned is None else owned)
     elif backend == "embedded":
         lab = Lab(kind="embedded", ns=ns, owns_server=True, _server=embedded.new_server())
     elif backend == "real":

@@ -5,21 +5,16 @@ A server started here is *owned* by the suite: it has no persistence, listens on
 ``stop()`` is called, or when the interpreter exits. Only on such a server may the suite run
 destructive commands (see ``helpers.guard``).
 
-Command line (used by the Makefile)::
-
-    python -m helpers.server find           # print the redis-server it would use, or fail
-    python -m helpers.server run -- CMD...  # run CMD with REDIS_URL set to a fresh server
+The command line (``python -m helpers``, see helpers/__main__.py) wraps this module.
 """
 
 from __future__ import annotations
 
 import atexit
-import os
 import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -251,25 +246,9 @@ def is_owned_url(url: str) -> bool:
                for s in _LIVE)
 
 
-def _main(argv: list[str]) -> int:
-    if argv[:1] == ["find"]:
-        try:
-            path = find_binary()
-        except ServerNotFound as exc:
-            print(exc, file=sys.stderr)
-            return 1
-        print(f"{path} (version {'.'.join(map(str, binary_version(path.with_name('redis-server'))))})")
-        return 0
-    if argv[:1] == ["run"] and "--" in argv:
-        command = argv[argv.index("--") + 1:]
-        with RedisServer() as server:
-            print(f"helpers.server: started redis-server "
-                  f"{'.'.join(map(str, binary_version(server.binary)))} at {server.url}", flush=True)
-            env = dict(os.environ, REDIS_URL=server.url)
-            return subprocess.run(command, env=env).returncode
-    print(__doc__, file=sys.stderr)
-    return 2
+if __name__ == "__main__":  # kept so `python -m helpers.server run -- CMD` still works
+    import sys
 
+    from helpers.__main__ import main
 
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))
+    sys.exit(main(sys.argv[1:]))

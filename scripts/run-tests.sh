@@ -17,10 +17,10 @@ run() {
 }
 
 have_real=0
-if [ -n "${REDIS_URL:-}" ] || $PY -m helpers.server find >/dev/null 2>&1; then
+if [ -n "${REDIS_URL:-}" ] || $PY -m helpers find >/dev/null 2>&1; then
     have_real=1
 elif [ "${RACELAB_REQUIRE_REAL:-}" = 1 ]; then
-    $PY -m helpers.server find
+    $PY -m helpers find
     echo "run-tests: RACELAB_REQUIRE_REAL=1 and no real Redis >= 8.4 is available (run make redis)" >&2
     exit 1
 else
@@ -33,7 +33,7 @@ if [ $have_real = 1 ]; then
     if [ -n "${REDIS_URL:-}" ]; then
         run $PY -m pytest "${NBVAL[@]}" notebooks
     else
-        run $PY -m helpers.server run -- $PY -m pytest "${NBVAL[@]}" notebooks
+        run $PY -m helpers run --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
     fi
 fi
 echo

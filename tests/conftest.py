@@ -60,7 +60,8 @@ def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
     if request.param == "embedded":
         the_lab = connect(_test_namespace(request), backend="embedded")
     else:
-        the_lab = connect(_test_namespace(request), url=request.getfixturevalue("real_url"))
+        # owned=False: the session server plays a shared server, so the guard is on.
+        the_lab = connect(_test_namespace(request), url=request.getfixturevalue("real_url"), owned=False)
     try:
         yield the_lab
     finally:
@@ -71,7 +72,7 @@ def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
 @pytest.fixture
 def cluster_lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
     """A Lab on the session's throwaway cluster."""
-    the_lab = connect(_test_namespace(request), url=request.getfixturevalue("cluster_url"))
+    the_lab = connect(_test_namespace(request), url=request.getfixturevalue("cluster_url"), owned=False)
     try:
         yield the_lab
     finally:
