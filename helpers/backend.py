@@ -177,6 +177,10 @@ class Lab:
         finally:
             self._close_client(c)
 
+    def release(self, c: Any) -> None:
+        """Close one client handed out by client() now, instead of at close(); returns nothing."""
+        self._close_client(c)
+
     def _close_client(self, c: Any) -> None:
         if c in self._clients:
             self._clients.remove(c)
