@@ -1,0 +1,111 @@
+"""lua/fenced_write.lua: the resource refuses writes with a fencing token older than the newest seen."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from helpers import Lab, script_header
+
+STEM = "fenced_write"
+
+
+def keys_of(lab: Lab) -> list[str]:
+    """Return [resource, fence] keys sharing one hash tag."""
+    return [lab.ns.tagged("job", "resource"), lab.ns.tagged("job", "resource:fence")]
+
+
+def test_header_lists_keys_argv_and_every_status() -> None:
+    header = script_header(STEM)
+    assert header.startswith(f"{STEM}.lua: ")
+    for needle in ("KEYS[1]", "KEYS[2]", "ARGV[1]", "ARGV[2]", "Returns:", "  1  ", "  0  ", f"ERR {STEM}", "WRONGTYPE"):
+        assert needle in header
+
+
+def test_first_write_is_accepted_and_records_the_token(lab: Lab) -> None:
+    c = lab.client()
+    resource, fence = keys_of(lab)
+    assert lab.script(STEM, c)(keys=[resource, fence], args=[33, "from 33"]) == 1
+    assert c.get(resource) == "from 33"
+    assert c.get(fence) == "33"
+
+
+def test_same_token_may_write_again(lab: Lab) -> None:
+    c = lab.client()
+    resource, fence = keys_of(lab)
+    write = lab.script(STEM, c)
+    assert write(keys=[resource, fence], args=[33, "one"]) == 1
+    assert write(keys=[resource, fence], args=[33, "two"]) == 1
+    assert c.get(resource) == "two"
+
+
+def test_newer_token_is_accepted_and_older_token_is_refused(lab: Lab) -> None:
+    c = lab.client()
+    resource, fence = keys_of(lab)
+    write = lab.script(STEM, c)
+    assert write(keys=[resource, fence], args=[34, "from 34"]) == 1
+    assert write(keys=[resource, fence], args=[33, "from 33 (late)"]) == 0
+    assert c.get(resource) == "from 34"
+    assert c.get(fence) == "34"
+
+
+def test_tokens_compare_as_numbers_not_strings(lab: Lab) -> None:
+    c = lab.client()
+    resource, fence = keys_of(lab)
+    write = lab.script(STEM, c)
+    assert write(keys=[resource, fence], args=[10, "ten"]) == 1
+    assert write(keys=[resource, fence], args=[9, "nine"]) == 0
+    assert c.get(resource) == "ten"
+
+
+def test_wrong_type_resource_is_an_error_and_nothing_changes(lab: Lab) -> None:
+    c = lab.client()
+    resource, fence = keys_of(lab)
+    c.rpush(resource, "x")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        lab.script(STEM, c)(keys=[resource, fence], args=[1, "v"])
+    assert c.lrange(resource, 0, -1) == ["x"]
+    assert c.exists(fence) == 0
+
+
+@pytest.mark.parametrize("stored", ["abc", "-3", "1" * 16])
+def test_corrupt_fence_is_an_error_and_nothing_changes(lab: Lab, stored: str) -> None:
+    c = lab.client()
+    resource, fence = keys_of(lab)
+    c.set(fence, stored)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        lab.script(STEM, c)(keys=[resource, fence], args=[5, "v"])
+    assert c.exists(resource) == 0
+    assert c.get(fence) == stored
+
+
+def test_wrong_type_fence_is_an_error(lab: Lab) -> None:
+    c = lab.client()
+    resource, fence = keys_of(lab)
+    c.hset(fence, "n", 1)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        lab.script(STEM, c)(keys=[resource, fence], args=[5, "v"])
+    assert c.exists(resource) == 0
+
+
+@pytest.mark.parametrize("token", ["0", "-1", "1.5", "1e3", " 7", "07", "x", "", "1" * 16])
+def test_bad_token_is_an_error_and_nothing_changes(lab: Lab, token: str) -> None:
+    c = lab.client()
+    resource, fence = keys_of(lab)
+    with pytest.raises(redis.ResponseError, match="fencing token"):
+        lab.script(STEM, c)(keys=[resource, fence], args=[token, "v"])
+    assert c.exists(resource, fence) == 0
+
+
+@pytest.mark.parametrize("n_keys, args", [
+    (1, [1, "v"]),
+    (3, [1, "v"]),
+    (2, [1]),
+    (2, [1, "v", "extra"]),
+], ids=["one-key", "three-keys", "no-value", "extra-arg"])
+def test_bad_arity_is_an_error_and_nothing_changes(lab: Lab, n_keys: int, args: list) -> None:
+    c = lab.client()
+    keys = [lab.ns.tagged("job", f"k{i}") for i in range(n_keys)]
+    with pytest.raises(redis.ResponseError, match=STEM):
+        lab.script(STEM, c)(keys=keys, args=args)
+    assert c.exists(*keys) == 0
