@@ -1,0 +1,332 @@
+"""Forced interleavings: run clients' Redis commands in an exact order, e.g. ``"ABAB"``.
+
+A client program is a generator function. It yields one *step* per Redis command and gets the
+reply back from ``yield``::
+
+    def naive_limiter(key, limit):
+        def program():
+            count = int((yield cmd("GET", key)) or 0)
+            if count < limit:
+                yield cmd("INCR", key)
+                return "allowed"
+            return "rejected"
+        return program
+
+    trace = run_schedule(lab, {"A": naive_limiter(k, 5), "B": naive_limiter(k, 5)}, "ABAB",
+                         setup=lambda c: c.set(k, 4), watch=[k])
+    print(trace)          # step, client, command, reply, state after
+    trace.results         # {"A": "allowed", "B": "allowed"}
+
+Steps:
+
+* ``cmd(*args)``: one raw Redis command, sent with ``execute_command`` (redis-py's reply
+  parsing applies, so replies look as they do in redis-py).
+* ``call(label, fn)``: ``fn(client)`` as ONE step: a Lua script, a MULTI/EXEC pipeline, a native
+  Redis 8.4 command. Nothing of another client can run inside it, which is the point of the fixes.
+
+Each client gets its own connection for the whole run, so WATCH and MULTI state is per client as
+on a real server. A Redis error reply is thrown into the program at its ``yield``; a program that
+does not catch it ends, and the exception becomes its result. Any other exception is a bug in the
+program and propagates.
+
+Before every run the keys in ``reset`` (default: ``watch``) are deleted and ``setup(client)`` is
+called, so a run never sees a previous run's data. List every key the programs touch there.
+
+Lease expiry is modelled as an event, never as a wall-clock sleep. ``clock_expires(key)`` is a
+program for a "clock" actor with a single step: if the key has a TTL, it ends that TTL now
+(``PEXPIREAT key 1``, a moment in the past, which Redis treats as "the TTL has run out": the key
+is removed at once); a key without a TTL never expires, so the step changes nothing, as time
+would not. Placing the clock's letter in the schedule says *when* the lease runs out relative to
+the clients' commands, which is the only thing about time a race depends on. What the model does
+not show: on a real server expiry is reported as a ``del`` (not ``expired``) keyspace event when
+done this way, and a real client may also be paused (GC, network) for any length of time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from helpers.race import Op
+
+Program = Callable[[], Generator["Step", Any, Any]]
+MISSING = "nil"
+
+
+class ScheduleError(ValueError):
+    """A schedule names an unknown or finished client, or leaves clients unfinished."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of a client program: a label for the trace and the function that runs it."""
+
+    label: str
+    run: Callable[[Any], Any]
+    args: tuple[Any, ...] = ()
+
+    def display(self, short: Callable[[Any], str]) -> str:
+        """Return the label with keys shortened (raw commands) or as given (calls)."""
+        if not self.args:
+            return self.label
+        return " ".join(short(a) for a in self.args)
+
+
+def cmd(*args: Any) -> Step:
+    """Return a step that sends one raw Redis command, e.g. cmd("INCR", key)."""
+    if not args:
+        raise ValueError("cmd() needs a command name")
+    return Step(str(args[0]), lambda client: client.execute_command(*args), tuple(args))
+
+
+def call(label: str, fn: Callable[[Any], Any]) -> Step:
+    """Return a step that runs fn(client) as one step (a script, an EXEC, a native command)."""
+    if not callable(fn):
+        raise TypeError(f"call({label!r}, fn): fn must be callable")
+    return Step(label, fn)
+
+
+def clock_expires(key: str, label: str | None = None) -> Program:
+    """Return a one-step program that ends key's TTL now (see module docstring for the model)."""
+    def expire_now(client: Any) -> str:
+        ttl = client.pttl(key)
+        if ttl == -2:
+            return "key missing: nothing expires"
+        if ttl == -1:
+            return "no TTL: nothing expires"
+        client.execute_command("PEXPIREAT", key, 1)
+        return "TTL ran out: key expired"
+
+    def program() -> Generator[Step, Any, str]:
+        return (yield Step(label or "", expire_now, () if label else ("(clock) TTL of", key, "runs out")))
+
+    return program
+
+
+def format_value(value: Any, short: Callable[[Any], str]) -> str:
+    """Return a stable one-line text for a reply or result (keys shortened, errors by class)."""
+    if isinstance(value, BaseException):
+        return f"{type(value).__name__}: {value}"
+    if isinstance(value, (str, bytes)):
+        text = short(value)
+        return repr(text) if not isinstance(value, bytes) else repr(text.encode())
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{format_value(k, short)}: {format_value(v, short)}"
+                               for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(format_value(v, short) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    return repr(value)
+
+
+def _text(x: Any) -> str:
+    return x.decode(errors="replace") if isinstance(x, bytes) else str(x)
+
+
+def read_state(client: Any, keys: Iterable[str], short: Callable[[Any], str]) -> str:
+    """Return 'key=value, ...' for keys (any type; nil if missing; '(ttl)' if it has one)."""
+    parts = []
+    for key in keys:
+        kind = _text(client.type(key))
+        if kind == "none":
+            value = MISSING
+        elif kind == "string":
+            value = _text(client.get(key))
+        elif kind == "hash":
+            items = sorted((_text(f), _text(v)) for f, v in client.hgetall(key).items())
+            value = "{" + ", ".join(f"{f}: {v}" for f, v in items) + "}"
+        elif kind == "set":
+            value = "{" + ", ".join(sorted(_text(m) for m in client.smembers(key))) + "}"
+        elif kind == "list":
+            value = "[" + ", ".join(_text(m) for m in client.lrange(key, 0, -1)) + "]"
+        elif kind == "zset":
+            value = "[" + ", ".join(f"{_text(m)}:{s:g}" for m, s in client.zrange(key, 0, -1, withscores=True)) + "]"
+        else:
+            value = f"<{kind}>"
+        ttl = " (ttl)" if kind != "none" and client.pttl(key) >= 0 else ""
+        parts.append(f"{short(key)}={value}{ttl}")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One executed step: number, client, command, reply, and the watched keys afterwards."""
+
+    step: int
+    client: str
+    command: str
+    reply: str
+    state: str
+
+
+@dataclass
+class Trace:
+    """What a forced schedule did, step by step; prints as a table identical on every backend."""
+
+    schedule: str
+    rows: list[TraceRow]
+    results: dict[str, Any]
+    initial_state: str = ""
+    result_text: dict[str, str] = field(default_factory=dict)
+
+    def table(self) -> str:
+        """Return the trace as a fixed-width text table with the results below it."""
+        head = TraceRow(0, "client", "command", "reply", "state after")
+        rows = [TraceRow(0, "", "(setup)", "", self.initial_state)] + self.rows
+        width_c = max(len(r.client) for r in [head, *rows])
+        width_m = max(len(r.command) for r in [head, *rows])
+        width_r = max(len(r.reply) for r in [head, *rows])
+        lines = [f"{'step':>4}  {head.client:<{width_c}}  {head.command:<{width_m}}  "
+                 f"{head.reply:<{width_r}}  {head.state}".rstrip()]
+        lines.append("-" * len(lines[0]))
+        for r in rows:
+            num = str(r.step) if r.command != "(setup)" else ""
+            lines.append(f"{num:>4}  {r.client:<{width_c}}  {r.command:<{width_m}}  "
+                         f"{r.reply:<{width_r}}  {r.state}".rstrip())
+        results = "  ".join(f"{name} -> {text}" for name, text in self.result_text.items())
+        lines.append(f"results: {results}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.table())
+
+    @property
+    def final_state(self) -> str:
+        """Return the watched keys' state after the last step."""
+        return self.rows[-1].state if self.rows else self.initial_state
+
+    def history(self) -> list[Op]:
+        """Return the steps as Ops in logical time (step n runs from n-1 to n), for timelines."""
+        return [Op(row.client, row.command, row.step - 1, row.step, row.reply) for row in self.rows]
+
+
+def parse_schedule(schedule: str | Sequence[str]) -> list[str]:
+    """Return a schedule as a list of client names ('ABAB' or 'A B A B' or ['A', 'B', ...])."""
+    if isinstance(schedule, str):
+        return [c for c in schedule if not c.isspace()]
+    return [str(c) for c in schedule]
+
+
+def schedule_text(names: Sequence[str]) -> str:
+    """Return names joined as 'ABAB' when every name is one character, else 'A B A B'."""
+    return ("" if all(len(n) == 1 for n in names) else " ").join(names)
+
+
+class ScheduleRun:
+    """One replay: fresh connections, reset keys, then steps chosen one at a time by the caller."""
+
+    def __init__(self, lab: Any, programs: Mapping[str, Program], setup: Callable[[Any], Any] | None = None,
+                 watch: Sequence[str] = (), reset: Sequence[str] | None = None) -> None:
+        if not programs:
+            raise ValueError("programs must name at least one client")
+        self.lab, self.watch = lab, list(watch)
+        self.short = lambda x: lab.ns.short(x) if isinstance(x, (str, bytes)) else _text(x)
+        self.observer = lab.client()
+        self.actors: dict[str, Any] = {}
+        self.rows: list[TraceRow] = []
+        self.names: list[str] = []
+        self.results: dict[str, Any] = {}
+        self._gens: dict[str, Generator[Step, Any, Any]] = {}
+        self._pending: dict[str, Step] = {}
+        try:
+            to_reset = list(reset) if reset is not None else self.watch
+            if to_reset:
+                self.observer.delete(*to_reset)
+            if setup is not None:
+                setup(self.observer)
+            self.initial_state = read_state(self.observer, self.watch, self.short)
+            for name, program in programs.items():
+                self.actors[name] = lab.client(single_connection_client=True)
+                self._gens[name] = program()
+                self._advance(name, lambda g: next(g))
+        except BaseException:
+            self.close()
+            raise
+
+    def _advance(self, name: str, resume: Callable[[Generator[Step, Any, Any]], Step]) -> None:
+        """Resume a program until its next step (kept pending) or its end (result recorded)."""
+        try:
+            step = resume(self._gens[name])
+        except StopIteration as stop:
+            self.results[name] = stop.value
+            self._pending.pop(name, None)
+            return
+        except redis.RedisError as exc:  # the program did not catch a Redis error: it ends with it
+            self.results[name] = exc
+            self._pending.pop(name, None)
+            return
+        if not isinstance(step, Step):
+            raise TypeError(f"client {name} yielded {step!r}; yield cmd(...) or call(...) steps")
+        self._pending[name] = step
+
+    @property
+    def unfinished(self) -> list[str]:
+        """Return the clients that still have a step to run, in program order."""
+        return [n for n in self._gens if n in self._pending]
+
+    def step(self, name: str) -> TraceRow:
+        """Run client name's next step; return the trace row it produced."""
+        if name not in self._gens:
+            raise ScheduleError(f"schedule names {name!r}, which is not a client ({', '.join(self._gens)})")
+        if name not in self._pending:
+            raise ScheduleError(f"schedule asks {name!r} for step {len(self.rows) + 1}, but {name!r} "
+                                f"has already finished (result {format_value(self.results[name], self.short)})")
+        step = self._pending[name]
+        try:
+            reply: Any = step.run(self.actors[name])
+            failed = None
+        except redis.RedisError as exc:
+            reply, failed = exc, exc
+        if failed is None:
+            self._advance(name, lambda g: g.send(reply))
+        else:
+            self._advance(name, lambda g: g.throw(failed))
+        row = TraceRow(len(self.rows) + 1, name, step.display(self.short), format_value(reply, self.short),
+                       read_state(self.observer, self.watch, self.short))
+        self.rows.append(row)
+        self.names.append(name)
+        return row
+
+    def trace(self) -> Trace:
+        """Return the Trace of the steps run so far (results of finished clients only)."""
+        text = {n: format_value(self.results[n], self.short) if n in self.results else "(unfinished)"
+                for n in self._gens}
+        return Trace(schedule_text(self.names), list(self.rows), dict(self.results),
+                     self.initial_state, text)
+
+    def close(self) -> None:
+        """Close the program generators and every connection of this replay."""
+        for gen in self._gens.values():
+            gen.close()
+        for client in [*self.actors.values(), self.observer]:
+            self.lab.release(client)
+        self.actors.clear()
+
+    def __enter__(self) -> "ScheduleRun":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def run_schedule(lab: Any, programs: Mapping[str, Program], schedule: str | Sequence[str],
+                 setup: Callable[[Any], Any] | None = None, watch: Sequence[str] = (),
+                 reset: Sequence[str] | None = None, finish: bool = False) -> Trace:
+    """Run programs in the exact order schedule gives; return the Trace (see module docstring)."""
+    order = parse_schedule(schedule)
+    with ScheduleRun(lab, programs, setup, watch, reset) as run:
+        for name in order:
+            run.step(name)
+        if finish:
+            while run.unfinished:
+                run.step(run.unfinished[0])
+        elif run.unfinished:
+            raise ScheduleError(f"schedule {schedule_text(order)!r} ends with unfinished clients: "
+                                f"{', '.join(run.unfinished)} (add their steps, or pass finish=True)")
+        return run.trace()
