@@ -1,0 +1,222 @@
+"""Fixed-window rate limiters, broken and fixed, one small function per strategy.
+
+Every limiter answers one question: may this request pass in the window whose counter is
+``key``, with at most ``limit`` requests per ``window`` seconds? They return True (allowed)
+or False (rejected). ``think`` is called between a limiter's read and its write (the gap
+another client can fall into); pass a harness's ``ctx.think`` to widen that gap on purpose.
+
+Broken on purpose (for the notebook to reproduce):
+
+- ``naive_allow``: GET, compare in Python, INCR (EXPIRE on the first hit). Clients that read
+  the same value all pass the check: the window admits more than ``limit``.
+- ``docs_pattern_allow``: "Rate limiter 2" from Redis's INCR documentation: the same race, and
+  its ``current > limit`` test admits ``limit + 1`` even with a single client.
+- ``lost_update_increment``: GET, then SET value+1: concurrent increments are lost.
+- ``plain_client_watch_allow``: the redis-py trap: ``Redis.watch()`` on a plain client sends
+  nothing (redis-py only emits a DeprecationWarning), so the "transaction" guards nothing.
+
+Fixes:
+
+- ``lua_limit`` / ``lua_allow``: lua/rate_limit_fixed_window.lua, one atomic script.
+- ``watch_allow``: WATCH/MULTI/EXEC on a pipeline, bounded attempts with jittered backoff.
+- ``incr_first_allow``: INCR, then compare the returned value (also counts rejected attempts).
+- ``incr_expire_multi_allow``: INCR + EXPIRE NX in one MULTI/EXEC (no TTL-less counter ever).
+- ``ifeq_cas_allow``: Redis 8.4 compare-and-set, ``SET key n+1 IFEQ n KEEPTTL``, bounded retries.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+Think = Callable[[], None] | None
+OnRetry = Callable[[], None] | None
+
+LUA_SCRIPT = "rate_limit_fixed_window"
+ALLOWED, REJECTED, INVALID = 1, 0, 2
+
+
+class LimiterStateError(RuntimeError):
+    """The Lua limiter returned status 2: invalid arguments or an invalid stored counter."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(f"rate limiter refused to run: {reason}")
+        self.reason = reason
+
+
+class TooMuchContention(RuntimeError):
+    """An optimistic limiter gave up after its maximum number of attempts."""
+
+    def __init__(self, attempts: int) -> None:
+        super().__init__(f"gave up after {attempts} attempts: the key kept changing under us")
+        self.attempts = attempts
+
+
+def _pause(think: Think) -> None:
+    if think is not None:
+        think()
+
+
+def _as_int(value: Any) -> int:
+    """Return a GET reply (None, str or bytes) as an int; a missing key counts as 0."""
+    return 0 if value is None else int(value)
+
+
+# --- broken on purpose -------------------------------------------------------------------
+
+def naive_allow(client: Any, key: str, limit: int, window: int, think: Think = None) -> bool:
+    """Return True if admitted, by GET, compare, INCR (racy: concurrent callers overshoot)."""
+    count = _as_int(client.get(key))
+    if count >= limit:
+        return False
+    _pause(think)
+    if client.incr(key) == 1:
+        client.expire(key, window)
+    return True
+
+
+def docs_pattern_allow(client: Any, key: str, limit: int, window: int, think: Think = None) -> bool:
+    """Return True if admitted, as Redis's INCR docs "Rate limiter 2" does (`> limit`: admits limit+1)."""
+    current = client.get(key)
+    if current is not None and int(current) > limit:
+        return False
+    _pause(think)
+    if client.incr(key) == 1:
+        client.expire(key, window)
+    return True
+
+
+def lost_update_increment(client: Any, key: str, think: Think = None) -> int:
+    """Return the value written by GET then SET value+1 (racy: concurrent increments are lost)."""
+    value = _as_int(client.get(key)) + 1
+    _pause(think)
+    client.set(key, value)
+    return value
+
+
+def plain_client_watch_allow(client: Any, key: str, limit: int, window: int, think: Think = None) -> bool:
+    """Return True if admitted, with WATCH called on the plain client: the redis-py trap (still racy)."""
+    client.watch(key)  # redis-py: emits a DeprecationWarning and sends NOTHING to the server
+    count = _as_int(client.get(key))
+    if count >= limit:
+        return False
+    _pause(think)
+    pipe = client.pipeline()  # transaction=True: MULTI ... EXEC, but no key is watched
+    pipe.incr(key)
+    pipe.expire(key, window, nx=True)
+    pipe.execute()
+    return True
+
+
+# --- fixes -------------------------------------------------------------------------------
+
+def lua_limit(script: Any, key: str, limit: int | str, window: int | str) -> tuple[int, int | str]:
+    """Return the Lua limiter's (status, value): (1, count) allowed, (0, count) rejected, (2, reason)."""
+    status, value = script(keys=[key], args=[limit, window])
+    return int(status), value
+
+
+def lua_allow(script: Any, key: str, limit: int, window: int) -> bool:
+    """Return True if the Lua limiter admits the request; raise LimiterStateError on status 2."""
+    status, value = lua_limit(script, key, limit, window)
+    if status == INVALID:
+        raise LimiterStateError(str(value))
+    return status == ALLOWED
+
+
+def backoff_delay(attempt: int, base_s: float, cap_s: float, rng: random.Random | None = None) -> float:
+    """Return a "full jitter" delay in seconds for retry number attempt (1-based): uniform in [0, min(cap, base*2^(attempt-1))]."""
+    ceiling = min(cap_s, base_s * (2 ** (attempt - 1)))
+    return (rng or random).uniform(0.0, ceiling)
+
+
+def watch_allow(client: Any, key: str, limit: int, window: int, think: Think = None,
+                max_attempts: int = 50, backoff_s: float = 0.0002, backoff_cap_s: float = 0.005,
+                on_retry: OnRetry = None, sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Return True if admitted, by WATCH (on the pipeline) / GET / MULTI / INCR / EXEC with bounded retries.
+
+    Each time EXEC aborts because another client changed the key, ``on_retry`` is called and
+    the attempt is retried after a jittered backoff; after ``max_attempts`` aborted attempts
+    TooMuchContention is raised. There is no ``while True``.
+    """
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+    with client.pipeline() as pipe:
+        for attempt in range(1, max_attempts + 1):
+            try:
+                pipe.watch(key)  # on the pipeline: WATCH goes out on the pipeline's own connection
+                current = pipe.get(key)  # immediate mode after watch(): runs now
+                count = _as_int(current)
+                if count >= limit:
+                    pipe.unwatch()
+                    return False
+                _pause(think)
+                pipe.multi()
+                if current is None:
+                    pipe.set(key, 1, ex=window)  # first hit: the TTL is set once, with the value
+                else:
+                    pipe.incr(key)
+                pipe.execute()  # raises WatchError if the key changed since WATCH
+                return True
+            except redis.WatchError:
+                if on_retry is not None:
+                    on_retry()
+                if attempt < max_attempts:
+                    sleep(backoff_delay(attempt, backoff_s, backoff_cap_s))
+    raise TooMuchContention(max_attempts)
+
+
+def incr_first_allow(client: Any, key: str, limit: int, window: int, think: Think = None) -> bool:
+    """Return True if the value INCR returns is within limit (atomic; rejected attempts still count)."""
+    count = client.incr(key)
+    if count == 1:
+        _pause(think)  # a crash here leaves a counter without TTL: see incr_expire_multi_allow
+        client.expire(key, window)
+    return count <= limit
+
+
+def incr_expire_multi_allow(client: Any, key: str, limit: int, window: int, think: Think = None) -> bool:
+    """Return True if INCR (sent with EXPIRE NX in one MULTI/EXEC) returns a value within limit."""
+    pipe = client.pipeline(transaction=True)
+    pipe.incr(key)
+    pipe.expire(key, window, nx=True)  # NX: TTL only if none, so the window stays fixed
+    count, _ = pipe.execute()
+    return count <= limit
+
+
+def ifeq_cas_allow(client: Any, key: str, limit: int, window: int, think: Think = None,
+                   max_attempts: int = 50, backoff_s: float = 0.0002, backoff_cap_s: float = 0.005,
+                   on_retry: OnRetry = None, sleep: Callable[[float], None] = time.sleep) -> bool:
+    """Return True if admitted, by compare-and-set with Redis 8.4 ``SET ... IFEQ`` (bounded retries).
+
+    The read and the write are separate commands; the write succeeds only if the counter still
+    holds what was read (``IFEQ``), or, for a first hit, does not exist yet (``NX``).
+    """
+    if max_attempts < 1:
+        raise ValueError("max_attempts must be at least 1")
+    for attempt in range(1, max_attempts + 1):
+        current = client.get(key)
+        count = _as_int(current)
+        if count >= limit:
+            return False
+        _pause(think)
+        if current is None:
+            written = client.set(key, 1, nx=True, ex=window)
+        else:
+            written = client.set(key, count + 1, ifeq=current, keepttl=True)
+        if written:
+            return True
+        if on_retry is not None:
+            on_retry()
+        if attempt < max_attempts:
+            sleep(backoff_delay(attempt, backoff_s, backoff_cap_s))
+    raise TooMuchContention(max_attempts)
+
+
+def admitted_over_limit(allowed: int, limit: int) -> int:
+    """Return how many admitted requests exceed the limit (0 when the limiter held)."""
+    return max(0, allowed - limit)
