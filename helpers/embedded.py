@@ -2,11 +2,14 @@
 
 One ``FakeServer`` holds the data; every client made by ``new_client`` talks to it, so
 separate clients (one per thread) really share keys, as they would on a real server.
+Clients speak Redis 8.4's ``SET ... IFEQ/IFNE/IFDEQ/IFDNE`` through ``helpers.fake84``.
 """
 
 from __future__ import annotations
 
 import fakeredis
+
+from helpers.fake84 import Redis84Connection
 
 EMBEDDED_VERSION = (8, 4, 0)
 
@@ -18,4 +21,5 @@ def new_server() -> fakeredis.FakeServer:
 
 def new_client(server: fakeredis.FakeServer, **kwargs) -> fakeredis.FakeRedis:
     """Return a new client (its own connection) of the given in-process server."""
+    kwargs.setdefault("connection_class", Redis84Connection)
     return fakeredis.FakeRedis(server=server, **kwargs)
