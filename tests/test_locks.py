@@ -1,0 +1,337 @@
+"""helpers/locks.py: acquire, broken and safe releases, extend, fencing, and the violation counter."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+from helpers import Lab
+from helpers import locks
+from helpers.race import Op
+
+MINE = "a" * 40
+THEIRS = "b" * 40
+
+SAFE_RELEASES = {
+    "lua": locks.release_lua,
+    "watch": locks.release_watch,
+    "delex": locks.release_delex,
+    "digest": locks.release_digest,
+    "lua_checked": lambda c, k, t: locks.release_lua_checked(c, k, t) == locks.RELEASED,
+}
+
+
+# ------------------------------------------------------------------ tokens and digests
+
+def test_new_token_is_20_random_bytes_as_hex() -> None:
+    tokens = {locks.new_token() for _ in range(50)}
+    assert len(tokens) == 50
+    assert all(len(t) == 40 and int(t, 16) >= 0 for t in tokens)
+
+
+def test_new_token_refuses_guessable_sizes() -> None:
+    with pytest.raises(ValueError):
+        locks.new_token(8)
+
+
+@pytest.mark.parametrize("value", ["tok", "91", "", "é" * 3, b"\x00\xff" * 100, "x" * 10_000])
+def test_token_digest_matches_server_digest(lab: Lab, value: Any) -> None:
+    c, key = lab.client(decode_responses=False), lab.key("lock")
+    c.set(key, value)
+    assert locks.server_digest(c, key) == locks.token_digest(value)
+
+
+def test_token_digest_keeps_leading_zeros() -> None:
+    assert locks.token_digest("91") == "004901d6d0084f13"
+
+
+def test_server_digest_of_missing_key_is_none(lab: Lab) -> None:
+    assert locks.server_digest(lab.client(), lab.key("nothing")) is None
+
+
+# ------------------------------------------------------------------ acquire
+
+def test_acquire_takes_a_free_lock_with_the_given_lease(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("lock")
+    assert locks.acquire(c, key, MINE, 30_000) is True
+    assert c.get(key) == MINE
+    assert 0 < c.pttl(key) <= 30_000
+
+
+def test_acquire_of_a_held_lock_fails_and_leaves_it(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("lock")
+    locks.acquire(c, key, THEIRS, 30_000)
+    assert locks.acquire(c, key, MINE, 30_000) is False
+    assert c.get(key) == THEIRS
+
+
+@pytest.mark.parametrize("token, ttl", [("", 1000), (MINE, 0), (MINE, -1), (MINE, 1.5), (MINE, True)])
+def test_acquire_rejects_bad_arguments_before_writing(lab: Lab, token: str, ttl: Any) -> None:
+    c, key = lab.client(), lab.key("lock")
+    with pytest.raises(ValueError):
+        locks.acquire(c, key, token, ttl)
+    assert c.exists(key) == 0
+
+
+def test_acquire_fenced_hands_out_increasing_fences_and_none_when_held(lab: Lab) -> None:
+    c = lab.client()
+    key, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
+    first = locks.acquire_fenced(c, key, fence, MINE, 30_000)
+    assert locks.acquire_fenced(c, key, fence, THEIRS, 30_000) is None
+    c.delete(key)
+    second = locks.acquire_fenced(c, key, fence, THEIRS, 30_000)
+    assert first is not None and second is not None and second > first
+    assert c.get(key) == THEIRS
+
+
+# ------------------------------------------------------------------ broken releases (pinned bugs)
+
+def test_release_blind_deletes_another_clients_lock(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("lock")
+    locks.acquire(c, key, THEIRS, 30_000)
+    assert locks.release_blind(c, key, MINE) is True
+    assert c.exists(key) == 0
+
+
+class _StealAfterGet:
+    """A client whose GET is followed, before anything else, by expiry and a theft of the lock."""
+
+    def __init__(self, client: Any, thief: Any) -> None:
+        self._client, self._thief = client, thief
+
+    def get(self, key: str) -> Any:
+        value = self._client.get(key)
+        self._thief.delete(key)  # the lease runs out...
+        self._thief.set(key, THEIRS, nx=True, px=30_000)  # ...and another client takes the lock
+        return value
+
+    def delete(self, key: str) -> int:
+        return self._client.delete(key)
+
+
+def test_release_check_then_del_deletes_a_lock_taken_between_get_and_del(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("lock")
+    locks.acquire(c, key, MINE, 30_000)
+    assert locks.release_check_then_del(_StealAfterGet(c, lab.client()), key, MINE) is True
+    assert c.exists(key) == 0  # the thief's lock is gone
+
+
+def test_release_check_then_del_leaves_a_foreign_lock_when_nothing_interleaves(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("lock")
+    locks.acquire(c, key, THEIRS, 30_000)
+    assert locks.release_check_then_del(c, key, MINE) is False
+    assert c.get(key) == THEIRS
+
+
+# ------------------------------------------------------------------ safe releases
+
+def _needs(lab: Lab, name: str) -> None:
+    if name in ("delex", "digest") and not lab.caps.delex:
+        pytest.skip(f"{lab.kind} backend has no DELEX")
+
+
+@pytest.mark.parametrize("name", sorted(SAFE_RELEASES))
+def test_safe_release_deletes_own_lock(lab: Lab, name: str) -> None:
+    _needs(lab, name)
+    c, key = lab.client(), lab.key("lock")
+    locks.acquire(c, key, MINE, 30_000)
+    assert SAFE_RELEASES[name](c, key, MINE) is True
+    assert c.exists(key) == 0
+
+
+@pytest.mark.parametrize("name", sorted(SAFE_RELEASES))
+def test_safe_release_leaves_a_foreign_lock_and_its_ttl(lab: Lab, name: str) -> None:
+    _needs(lab, name)
+    c, key = lab.client(), lab.key("lock")
+    locks.acquire(c, key, THEIRS, 30_000)
+    assert SAFE_RELEASES[name](c, key, MINE) is False
+    assert c.get(key) == THEIRS
+    assert 0 < c.pttl(key) <= 30_000
+
+
+@pytest.mark.parametrize("name", sorted(SAFE_RELEASES))
+def test_safe_release_of_a_missing_lock_is_false_and_creates_nothing(lab: Lab, name: str) -> None:
+    _needs(lab, name)
+    c, key = lab.client(), lab.key("lock")
+    assert SAFE_RELEASES[name](c, key, MINE) is False
+    assert c.exists(key) == 0
+
+
+@pytest.mark.parametrize("name", sorted(SAFE_RELEASES))
+def test_safe_release_compares_binary_tokens_byte_for_byte(lab: Lab, name: str) -> None:
+    _needs(lab, name)
+    c, key = lab.client(decode_responses=False), lab.key("lock")
+    token = b"\x00\xff" + bytes(range(40))
+    locks.acquire(c, key, token, 30_000)
+    assert SAFE_RELEASES[name](c, key, token[:-1] + b"\x00") is False
+    assert SAFE_RELEASES[name](c, key, token) is True
+
+
+@pytest.mark.parametrize("name", sorted(SAFE_RELEASES))
+def test_safe_release_of_a_wrong_type_key_raises_and_keeps_it(lab: Lab, name: str) -> None:
+    _needs(lab, name)
+    c, key = lab.client(), lab.key("lock")
+    c.rpush(key, MINE)
+    with pytest.raises(redis.ResponseError):
+        SAFE_RELEASES[name](c, key, MINE)
+    assert c.lrange(key, 0, -1) == [MINE]
+
+
+def test_release_lua_checked_tells_expired_from_stolen(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("lock")
+    assert locks.release_lua_checked(c, key, MINE) == locks.EXPIRED
+    locks.acquire(c, key, THEIRS, 30_000)
+    assert locks.release_lua_checked(c, key, MINE) == locks.STOLEN
+
+
+def test_release_lua_uses_a_given_script(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("lock")
+    script = lab.script("lock_release", c)
+    locks.acquire(c, key, MINE, 30_000)
+    assert locks.release_lua(lab.client(), key, MINE, script=script) is True
+
+
+def test_release_watch_retries_when_the_lock_is_stolen_before_exec(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    c, thief, key = lab.client(), lab.client(), lab.key("lock")
+    locks.acquire(c, key, MINE, 30_000)
+    real_same_token = locks.same_token
+    calls: list[int] = []
+
+    def stolen_after_check(stored: Any, token: Any) -> bool:
+        calls.append(1)
+        if len(calls) == 1:  # the GET matched; now the lease runs out and a thief takes the lock
+            thief.delete(key)
+            thief.set(key, THEIRS, px=30_000)
+            return True
+        return real_same_token(stored, token)
+
+    monkeypatch.setattr(locks, "same_token", stolen_after_check)
+    assert locks.release_watch(c, key, MINE) is False
+    assert len(calls) == 2
+    assert c.get(key) == THEIRS
+
+
+def test_release_watch_gives_up_with_lock_contention(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> None:
+    c, other, key = lab.client(), lab.client(), lab.key("lock")
+    locks.acquire(c, key, MINE, 30_000)
+
+    def always_changed(stored: Any, token: Any) -> bool:
+        other.set(key, MINE, px=30_000)  # same value, but a write: WATCH aborts EXEC
+        return True
+
+    monkeypatch.setattr(locks, "same_token", always_changed)
+    with pytest.raises(locks.LockContention):
+        locks.release_watch(c, key, MINE, max_attempts=3)
+    assert c.get(key) == MINE
+
+
+@pytest.mark.parametrize("fn", [locks.release_check_then_del, locks.release_lua, locks.release_watch])
+def test_releases_refuse_an_empty_token(lab: Lab, fn: Any) -> None:
+    c, key = lab.client(), lab.key("lock")
+    c.set(key, "")
+    with pytest.raises(ValueError):
+        fn(c, key, "")
+    assert c.exists(key) == 1
+
+
+# ------------------------------------------------------------------ extend
+
+def _extenders(lab: Lab) -> list[Any]:
+    found = [locks.extend_lua]
+    if lab.caps.set_ifeq:
+        found.append(locks.extend_ifeq)
+    return found
+
+
+def test_extend_resets_the_owners_lease(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("lock")
+    for extend in _extenders(lab):
+        c.set(key, MINE, px=1_000)
+        assert extend(c, key, MINE, 120_000) is True
+        assert c.get(key) == MINE
+        assert 60_000 < c.pttl(key) <= 120_000
+
+
+def test_extend_of_a_foreign_or_missing_lock_is_false_and_changes_nothing(lab: Lab) -> None:
+    c, key, gone = lab.client(), lab.key("lock"), lab.key("gone")
+    c.set(key, THEIRS, px=30_000)
+    for extend in _extenders(lab):
+        assert extend(c, key, MINE, 600_000) is False
+        assert extend(c, gone, MINE, 600_000) is False
+    assert c.get(key) == THEIRS and 0 < c.pttl(key) <= 30_000
+    assert c.exists(gone) == 0
+
+
+def test_extend_ifeq_matches_extend_lua_on_a_real_84_server(lab: Lab) -> None:
+    if not lab.caps.set_ifeq:
+        pytest.skip(f"{lab.kind} backend has no SET IFEQ")
+    c, key = lab.client(), lab.key("lock")
+    c.set(key, MINE, px=1_000)
+    assert locks.extend_ifeq(c, key, MINE, 50_000) == locks.extend_lua(c, key, MINE, 50_000) is True
+
+
+# ------------------------------------------------------------------ fenced resource
+
+def test_write_fenced_refuses_a_stale_fence_and_unfenced_write_does_not(lab: Lab) -> None:
+    c = lab.client()
+    resource, seen = lab.ns.tagged("job", "resource"), lab.ns.tagged("job", "resource:fence")
+    assert locks.write_fenced(c, resource, seen, 34, "new holder") is True
+    assert locks.write_fenced(c, resource, seen, 33, "late zombie") is False
+    assert c.get(resource) == "new holder"
+    assert locks.write_unfenced(c, resource, "late zombie") is True
+    assert c.get(resource) == "late zombie"
+
+
+@pytest.mark.parametrize("fence", [0, -1, True, "3"])
+def test_write_fenced_rejects_non_positive_int_fences(lab: Lab, fence: Any) -> None:
+    c = lab.client()
+    resource, seen = lab.ns.tagged("job", "resource"), lab.ns.tagged("job", "resource:fence")
+    with pytest.raises(ValueError):
+        locks.write_fenced(c, resource, seen, fence, "v")
+    assert c.exists(resource, seen) == 0
+
+
+# ------------------------------------------------------------------ histories and violations
+
+MS = 1_000_000
+
+
+def test_lease_span_ends_at_release_or_expiry_whichever_first() -> None:
+    assert locks.lease_span("A", 0, 1 * MS, 5 * MS, ttl_ms=10) == locks.LeaseSpan("A", 1 * MS, 5 * MS)
+    end = 10 * MS - locks.EXPIRY_SLACK_NS
+    assert locks.lease_span("A", 0, 1 * MS, 50 * MS, ttl_ms=10) == locks.LeaseSpan("A", 1 * MS, end)
+
+
+def test_lease_span_is_none_when_the_acquire_outlasted_the_lease() -> None:
+    assert locks.lease_span("A", 0, 20 * MS, 30 * MS, ttl_ms=10) is None
+
+
+def test_violations_are_overlaps_between_different_clients_only() -> None:
+    a = locks.LeaseSpan("A", 0, 10)
+    b = locks.LeaseSpan("B", 5, 15)
+    a2 = locks.LeaseSpan("A", 12, 14)
+    c = locks.LeaseSpan("C", 15, 20)  # touches B's end: not an overlap
+    assert locks.violations([c, a2, b, a]) == [(a, b), (b, a2)]
+
+
+def test_lease_spans_pair_acquires_with_the_next_release_per_client() -> None:
+    history = [
+        Op(0, "acquire", 0, 1 * MS, True),
+        Op(1, "acquire", 0, 1 * MS, False),  # failed attempt: holds nothing
+        Op(1, "acquire", 2 * MS, 3 * MS, True),
+        Op(0, "release", 4 * MS, 5 * MS, True),
+        Op(1, "release", 30 * MS, 31 * MS, True),  # overran: lease ended first
+    ]
+    spans = locks.lease_spans(history, ttl_ms=10)
+    assert sorted(spans, key=lambda s: s.client_id) == [
+        locks.LeaseSpan(0, 1 * MS, 4 * MS),
+        locks.LeaseSpan(1, 3 * MS, 12 * MS - locks.EXPIRY_SLACK_NS),
+    ]
+    assert len(locks.violations(spans)) == 1
+
+
+def test_lease_spans_count_an_unreleased_holder_until_its_lease_ends() -> None:
+    spans = locks.lease_spans([Op(0, "acquire", 0, MS, True)], ttl_ms=10)
+    assert spans == [locks.LeaseSpan(0, MS, 10 * MS - locks.EXPIRY_SLACK_NS)]
