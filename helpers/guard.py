@@ -50,8 +50,9 @@ class UnsafeCommandError(redis.RedisError):
 def _name(args: tuple[Any, ...]) -> str:
     def text(x: Any) -> str:
         return x.decode(errors="replace") if isinstance(x, (bytes, bytearray)) else str(x)
-    words = [text(a).upper() for a in args[:2]]
-    return " ".join(words)
+    # redis-py sends some commands with the subcommand in the first argument ("FUNCTION FLUSH").
+    words = " ".join(text(a) for a in args[:2]).upper().split()
+    return " ".join(words[:2])
 
 
 def _library_name(code: Any) -> str:
@@ -70,10 +71,10 @@ def check_command(args: tuple[Any, ...], owned: bool) -> None:
     two = _name(args)
     one = two.split(" ")[0]
     reason = _WHOLE_SERVER.get(two) or _WHOLE_SERVER.get(one)
-    if reason is None and one == "FUNCTION" and len(args) >= 3:
+    if reason is None and one == "FUNCTION":
         sub = two.split(" ")[1] if " " in two else ""
         if sub == "DELETE":
-            lib = args[2].decode() if isinstance(args[2], bytes) else str(args[2])
+            lib = args[-1].decode() if isinstance(args[-1], bytes) else str(args[-1])
             if not lib.startswith(SUITE_LIBRARY_PREFIX):
                 reason = f"deletes library {lib!r}, which is not one of the suite's ({SUITE_LIBRARY_PREFIX}*)"
         elif sub == "LOAD":

@@ -22,6 +22,11 @@ Fixes:
 - ``incr_first_allow``: INCR, then compare the returned value (also counts rejected attempts).
 - ``incr_expire_multi_allow``: INCR + EXPIRE NX in one MULTI/EXEC (no TTL-less counter ever).
 - ``ifeq_cas_allow``: Redis 8.4 compare-and-set, ``SET key n+1 IFEQ n KEEPTTL``, bounded retries.
+
+The ``*_program`` functions are the same strategies as step-by-step programs for
+``helpers.schedule`` / ``helpers.explore``: one yielded step per Redis command, so a forced
+schedule can put another client's command between any two of them. A Lua script or a
+MULTI/EXEC pipeline is one ``call`` step: nothing can run inside it.
 """
 
 from __future__ import annotations
@@ -32,6 +37,9 @@ from collections.abc import Callable
 from typing import Any
 
 import redis
+
+from helpers.schedule import Program, call, cmd
+from helpers.scripts import load_script
 
 Think = Callable[[], None] | None
 OnRetry = Callable[[], None] | None
@@ -220,3 +228,106 @@ def ifeq_cas_allow(client: Any, key: str, limit: int, window: int, think: Think 
 def admitted_over_limit(allowed: int, limit: int) -> int:
     """Return how many admitted requests exceed the limit (0 when the limiter held)."""
     return max(0, allowed - limit)
+
+
+# --- the same strategies as schedule programs (one step per Redis command) ----------------
+
+def naive_program(key: str, limit: int, window: int) -> Program:
+    """Return a schedule program: GET, compare, INCR (+ EXPIRE on the first hit); "allowed"/"rejected"."""
+    def program():
+        count = _as_int((yield cmd("GET", key)))
+        if count >= limit:
+            return "rejected"
+        if (yield cmd("INCR", key)) == 1:
+            yield cmd("EXPIRE", key, window)
+        return "allowed"
+    return program
+
+
+def lost_update_program(key: str) -> Program:
+    """Return a schedule program: GET, then SET value+1; its result is the value it wrote."""
+    def program():
+        value = _as_int((yield cmd("GET", key))) + 1
+        yield cmd("SET", key, value)
+        return value
+    return program
+
+
+def lua_program(key: str, limit: int | str, window: int | str) -> Program:
+    """Return a schedule program: the Lua limiter as one step; result "allowed"/"rejected"/the status-2 reason."""
+    def run(client: Any) -> list:
+        status, value = lua_limit(load_script(client, LUA_SCRIPT), key, limit, window)
+        return [status, value]
+
+    def program():
+        status, value = yield call(f"EVALSHA {LUA_SCRIPT} {limit} {window}", run)
+        return {ALLOWED: "allowed", REJECTED: "rejected"}.get(status, value)
+    return program
+
+
+def watch_program(key: str, limit: int, window: int, max_attempts: int = 2) -> Program:
+    """Return a schedule program: WATCH, GET, MULTI, INCR [, EXPIRE NX], EXEC, retried up to max_attempts; "gave-up" after."""
+    def program():
+        for _ in range(max_attempts):
+            yield cmd("WATCH", key)
+            count = _as_int((yield cmd("GET", key)))
+            if count >= limit:
+                yield cmd("UNWATCH")
+                return "rejected"
+            yield cmd("MULTI")
+            yield cmd("INCR", key)
+            if count == 0:
+                yield cmd("EXPIRE", key, window, "NX")
+            if (yield cmd("EXEC")) is not None:  # nil: a watched key changed, nothing ran
+                return "allowed"
+        return "gave-up"
+    return program
+
+
+def incr_first_program(key: str, limit: int, window: int) -> Program:
+    """Return a schedule program: INCR (+ EXPIRE on the first hit), then compare the reply."""
+    def program():
+        count = yield cmd("INCR", key)
+        if count == 1:
+            yield cmd("EXPIRE", key, window)
+        return "allowed" if count <= limit else "rejected"
+    return program
+
+
+def multi_program(key: str, limit: int, window: int) -> Program:
+    """Return a schedule program: MULTI INCR, EXPIRE NX, EXEC as one step, then compare."""
+    def run(client: Any) -> list:
+        pipe = client.pipeline(transaction=True)
+        pipe.incr(key)
+        pipe.expire(key, window, nx=True)
+        return pipe.execute()
+
+    def program():
+        count, _ = yield call(f"MULTI INCR, EXPIRE {window} NX, EXEC", run)
+        return "allowed" if count <= limit else "rejected"
+    return program
+
+
+def ifeq_program(key: str, limit: int, window: int, max_attempts: int = 2) -> Program:
+    """Return a schedule program: GET, then SET n+1 IFEQ n KEEPTTL (or SET 1 NX EX), retried; "gave-up" after."""
+    def program():
+        for _ in range(max_attempts):
+            current = yield cmd("GET", key)
+            count = _as_int(current)
+            if count >= limit:
+                return "rejected"
+            if current is None:
+                written = yield cmd("SET", key, 1, "NX", "EX", window)
+            else:
+                written = yield cmd("SET", key, count + 1, "IFEQ", current, "KEEPTTL")
+            if written:
+                return "allowed"
+        return "gave-up"
+    return program
+
+
+def admits_at_most(slots: int) -> Callable[[Any, dict[str, Any]], bool]:
+    """Return an explorer invariant: no more than slots clients got "allowed"."""
+    def invariant(_client: Any, results: dict[str, Any]) -> bool:
+        return sum(1 for r in results.values() if r == "allowed") <= slots
+    return invariant

@@ -11,6 +11,7 @@ The command line (``python -m helpers``, see helpers/__main__.py) wraps this mod
 from __future__ import annotations
 
 import atexit
+import random
 import shutil
 import signal
 import socket
@@ -72,11 +73,29 @@ def find_binary(name: str = "redis-server", min_version: tuple[int, ...] = MIN_V
         f"{', '.join(seen) or 'nothing'}). Run `make redis` to build one.")
 
 
-def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that was free a moment ago."""
+def _is_free(port: int) -> bool:
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(cluster: bool = False) -> int:
+    """Return a TCP port on 127.0.0.1 that was free a moment ago.
+
+    A cluster node also needs its bus port (port + 10000) free, so its port must be <= 55535.
+    """
+    if not cluster:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    for _ in range(200):
+        port = random.randint(20000, 55535)
+        if _is_free(port) and _is_free(port + 10000):
+            return port
+    raise RuntimeError("found no free port pair (port, port+10000) for a cluster node")
 
 
 @dataclass
@@ -99,9 +118,10 @@ class RedisServer:
         """Start the process and wait until it answers PING; return self."""
         self.binary = self.binary or find_binary()
         last_log = ""
-        for _attempt in range(3):
+        chosen = self.port  # a port the caller chose is never swapped for another
+        for _attempt in range(3 if not chosen else 1):
             self.workdir = Path(tempfile.mkdtemp(prefix="racelab-redis-"))
-            self.port = self.port or free_port()
+            self.port = self.port or free_port(cluster="--cluster-enabled" in self.extra_args)
             args = [str(self.binary), "--port", str(self.port), "--bind", "127.0.0.1",
                     "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
                     "--daemonize", "no", "--loglevel", "warning",
@@ -113,9 +133,9 @@ class RedisServer:
                 return self
             last_log = self.log_tail()
             self.stop()
-            self.port = 0  # maybe the port was taken in between: try another
-        raise RuntimeError(f"redis-server did not answer PING within {self.startup_timeout}s "
-                           f"(3 attempts); last log:\n{last_log}")
+            self.port = chosen  # 0: maybe the port was taken in between, so try another
+        raise RuntimeError(f"redis-server on port {self.port or 'auto'} did not answer PING within "
+                           f"{self.startup_timeout}s; last log:\n{last_log}")
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + self.startup_timeout
@@ -125,8 +145,11 @@ class RedisServer:
                 if self.process.poll() is not None:
                     return False
                 try:
-                    if client.ping():
+                    # The pid check makes sure it is *our* process that answers, not a
+                    # server that already held the port.
+                    if client.info("server")["process_id"] == self.process.pid:
                         return True
+                    time.sleep(0.02)
                 except redis.ConnectionError:
                     time.sleep(0.02)
             return False

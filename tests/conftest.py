@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from helpers import Lab, connect
+from helpers import Lab, connect, foreign
 from helpers.server import RedisClusterServer, RedisServer, ServerNotFound, find_binary
 
 REQUIRE_REAL = os.environ.get("RACELAB_REQUIRE_REAL") == "1"
@@ -36,7 +36,15 @@ def real_url() -> Iterator[str]:
     except ServerNotFound as exc:
         _no_real(str(exc))
     with RedisServer() as server:
-        yield server.url
+        # The session server plays a shared server: it holds somebody else's data, and at the
+        # end of the session all of it must be intact and no suite key may remain.
+        with server.client() as admin:
+            foreign.fill_foreign(admin)
+            before = foreign.snapshot(admin)
+            yield server.url
+            problems = foreign.compare(before, foreign.snapshot(admin))
+            problems += [f"suite key left behind: {k}" for k in foreign.suite_leftovers(admin)]
+        assert not problems, "the tests harmed the shared server:\n" + "\n".join(problems)
 
 
 @pytest.fixture(scope="session")
@@ -78,3 +86,14 @@ def cluster_lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
     finally:
         the_lab.cleanup()
         the_lab.close()
+
+
+@pytest.fixture
+def owned_server() -> Iterator[RedisServer]:
+    """A throwaway redis-server of this test alone (destructive commands allowed)."""
+    try:
+        find_binary()
+    except ServerNotFound as exc:
+        _no_real(str(exc))
+    with RedisServer() as server:
+        yield server

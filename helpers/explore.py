@@ -1,0 +1,162 @@
+"""Every interleaving: run all schedules of a few client programs and check an invariant after each.
+
+``explore(lab, programs, invariant, setup=..., watch=...)`` enumerates every order in which the
+clients' steps can run (one step = one Redis command, or one ``call`` such as a Lua script or an
+EXEC, see ``helpers.schedule``). Programs may branch (a rejected request stops after its GET), so
+step counts are discovered while running: each replay follows a known prefix, then always picks
+the first unfinished client, and records which other clients could have run at each position.
+The next replay backtracks to the deepest position with an untried choice (stateless model
+checking, as in CHESS). Every replay starts from fresh connections and reset keys, so there is
+exactly one replay per complete schedule.
+
+Two clients of 2 steps have 6 schedules; 2 of 4 steps have 70; 3 of 3 steps have 1680.
+After each complete schedule, ``invariant(client, results)`` is called with a client of the same
+server (to read the keys) and ``{name: return value}``; it returns True when all is well.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from helpers.schedule import Program, ScheduleRun, Trace, format_value, schedule_text
+
+DEFAULT_MAX_SCHEDULES = 20_000
+
+
+class TooManySchedules(RuntimeError):
+    """The programs have more interleavings than max_schedules allows."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One complete schedule: its order, whether the invariant held, and each client's result."""
+
+    schedule: str
+    ok: bool
+    results: dict[str, Any]
+    result_text: str
+
+
+@dataclass
+class Exploration:
+    """Every schedule that was run, which ones broke the invariant, and their traces."""
+
+    outcomes: list[Outcome]
+    traces: dict[str, Trace] = field(default_factory=dict)
+    clients: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> int:
+        """Return the number of complete schedules run."""
+        return len(self.outcomes)
+
+    @property
+    def bad(self) -> list[str]:
+        """Return the schedules that broke the invariant, in exploration order."""
+        return [o.schedule for o in self.outcomes if not o.ok]
+
+    @property
+    def bad_count(self) -> int:
+        """Return how many schedules broke the invariant."""
+        return len(self.bad)
+
+    @property
+    def good(self) -> list[str]:
+        """Return the schedules after which the invariant held."""
+        return [o.schedule for o in self.outcomes if o.ok]
+
+    def first_bad(self) -> Trace | None:
+        """Return the trace of the first schedule that broke the invariant, or None."""
+        return self.traces[self.bad[0]] if self.bad else None
+
+    def summary(self) -> str:
+        """Return 'N of M schedules break the invariant'."""
+        return f"{self.bad_count} of {self.total} schedules break the invariant"
+
+    def picture(self, width: int = 88) -> str:
+        """Return every schedule on a few lines, bad ones in [brackets], then the summary."""
+        cells = [f"[{o.schedule}]" if not o.ok else f" {o.schedule} " for o in self.outcomes]
+        body = textwrap.fill(" ".join(cells), width=width, break_on_hyphens=False, break_long_words=False)
+        return f"{body}\n[...] = invariant broken; {self.summary()}"
+
+    def table(self) -> str:
+        """Return one line per schedule: order, ok/BAD, and each client's result."""
+        width = max([len("schedule")] + [len(o.schedule) for o in self.outcomes])
+        lines = [f"{'schedule':<{width}}  invariant  results"]
+        lines += [f"{o.schedule:<{width}}  {'ok' if o.ok else 'BROKEN':<9}  {o.result_text}"
+                  for o in self.outcomes]
+        lines.append(self.summary())
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.picture()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.picture())
+
+    def plot(self, title: str = "Every interleaving", ax: Any = None) -> Any:
+        """Return a Figure: one column per schedule, one colour per client, broken ones marked."""
+        from helpers.plots import schedule_grid  # matplotlib is imported only when plotting
+
+        return schedule_grid(self, title=title, ax=ax)
+
+
+def _next_guide(choices: list[tuple[list[str], str]]) -> list[str] | None:
+    """Return the prefix of the next schedule to try (deepest untried choice), or None when done."""
+    for depth in range(len(choices) - 1, -1, -1):
+        options, chosen = choices[depth]
+        position = options.index(chosen)
+        if position + 1 < len(options):
+            return [c for _opts, c in choices[:depth]] + [options[position + 1]]
+    return None
+
+
+def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any, dict[str, Any]], bool],
+            setup: Callable[[Any], Any] | None = None, watch: Sequence[str] = (),
+            reset: Sequence[str] | None = None, max_schedules: int = DEFAULT_MAX_SCHEDULES,
+            keep_traces: bool = True) -> Exploration:
+    """Run every interleaving of programs' steps; return which schedules break invariant."""
+    if len(programs) < 1:
+        raise ValueError("explore needs at least one client program")
+    outcomes: list[Outcome] = []
+    traces: dict[str, Trace] = {}
+    guide: list[str] | None = []
+    while guide is not None:
+        if len(outcomes) >= max_schedules:
+            raise TooManySchedules(f"more than {max_schedules} schedules; shorten the programs "
+                                   f"or raise max_schedules")
+        choices: list[tuple[list[str], str]] = []
+        with ScheduleRun(lab, programs, setup, watch, reset) as run:
+            while run.unfinished:
+                options = run.unfinished
+                chosen = guide[len(choices)] if len(choices) < len(guide) else options[0]
+                if chosen not in options:
+                    raise RuntimeError(f"programs are not deterministic: replaying "
+                                       f"{schedule_text(guide)!r}, {chosen!r} had already finished")
+                choices.append((options, chosen))
+                run.step(chosen)
+            trace = run.trace()
+            ok = invariant(run.observer, dict(run.results))
+        if not isinstance(ok, bool):
+            raise TypeError(f"invariant must return a bool, got {ok!r}")
+        text = "  ".join(f"{n}={format_value(trace.results[n], run.short)}" for n in programs)
+        outcomes.append(Outcome(trace.schedule, ok, dict(trace.results), text))
+        if keep_traces:
+            traces[trace.schedule] = trace
+        guide = _next_guide(choices)
+    return Exploration(outcomes, traces, list(programs))
+
+
+def count_interleavings(*steps: int) -> int:
+    """Return the number of interleavings of clients with these fixed step counts (multinomial)."""
+    from math import factorial
+
+    if any(s < 0 for s in steps):
+        raise ValueError("step counts must be >= 0")
+    total = factorial(sum(steps))
+    for s in steps:
+        total //= factorial(s)
+    return total

@@ -1,0 +1,144 @@
+"""Small tools for the Lua notebooks: throwaway servers, stable reply text, background scripts.
+
+``scratch_server(...)`` starts a throwaway redis-server for one demo (SCRIPT FLUSH, busy scripts,
+maxmemory): never the user's server, never the embedded backend. ``reply_text(call)`` turns a
+reply *or* an error into one stable line, so a notebook prints the same text on every server.
+``run_in_background`` runs one blocking call (a long script) in a thread; ``longest_wait_during``
+measures how long another client waits while that call runs.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from helpers.server import RedisServer, ServerNotFound, find_binary
+
+# Redis appends where a script failed: " script: <sha>, on @user_script:1." and prefixes
+# "user_script:1: "; fakeredis does neither. Both are noise for a learner comparing servers.
+_SCRIPT_SUFFIX = re.compile(r"\s*script: [0-9a-f]{40}, on @[\w:]+\.?$")
+_SCRIPT_PREFIX = re.compile(r"^(@?user_script|@user_function):\d+: ")
+
+
+def server_available() -> bool:
+    """Return True if a redis-server >= 8.4 binary can be started on this machine."""
+    try:
+        find_binary()
+        return True
+    except ServerNotFound:
+        return False
+
+
+@contextmanager
+def scratch_server(*args: str) -> Iterator[RedisServer | None]:
+    """Yield a throwaway redis-server started with extra args (None if no binary); stop it on exit."""
+    if not server_available():
+        yield None
+        return
+    server = RedisServer(extra_args=list(args)).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def error_text(exc: BaseException) -> str:
+    """Return 'ExceptionClass: message' with the script location noise removed."""
+    message = _SCRIPT_PREFIX.sub("", str(exc).strip())
+    message = _SCRIPT_SUFFIX.sub("", message)
+    return f"{type(exc).__name__}: {message}"
+
+
+def reply_text(call: Callable[[], Any]) -> str:
+    """Run call(); return repr(result), or error_text of the redis error it raised."""
+    try:
+        return repr(call())
+    except redis.RedisError as exc:
+        return error_text(exc)
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Return rows as a plain-text table with left-aligned columns under the headers."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+@dataclass
+class BackgroundCall:
+    """One call running in its own thread; join() returns its result or the exception it raised."""
+
+    thread: threading.Thread
+    outcome: dict[str, Any] = field(default_factory=dict)
+
+    def join(self, timeout: float = 30.0) -> Any:
+        """Wait for the call; return its result, or the exception instance it raised."""
+        self.thread.join(timeout)
+        if self.thread.is_alive():
+            raise TimeoutError(f"the background call did not finish within {timeout}s")
+        return self.outcome.get("error", self.outcome.get("result"))
+
+    @property
+    def seconds(self) -> float:
+        """Return how long the call ran (wall clock, in its own thread); 0.0 until it returned."""
+        return self.outcome.get("seconds", 0.0)
+
+    def is_running(self) -> bool:
+        """Return True while the call has not returned."""
+        return self.thread.is_alive()
+
+
+def run_in_background(call: Callable[[], Any]) -> BackgroundCall:
+    """Start call() in a daemon thread and return a handle to join it."""
+    outcome: dict[str, Any] = {}
+
+    def target() -> None:
+        started = time.perf_counter()
+        try:
+            outcome["result"] = call()
+        except redis.RedisError as exc:  # the script's own error is the demo's result
+            outcome["error"] = exc
+        finally:
+            outcome["seconds"] = time.perf_counter() - started
+
+    thread = threading.Thread(target=target, name="racelab-background-script", daemon=True)
+    background = BackgroundCall(thread, outcome)
+    thread.start()
+    return background
+
+
+def wait_for_busy(client: Any, key: str, timeout: float = 10.0) -> str:
+    """Send GET key until the server answers BUSY; return that error's text."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            client.get(key)
+        except redis.ResponseError as exc:
+            if str(exc).startswith("BUSY"):
+                return str(exc)
+            raise
+        time.sleep(0.005)
+    raise TimeoutError(f"no BUSY reply within {timeout}s: is a script running past busy-reply-threshold?")
+
+
+def longest_wait_during(call: Callable[[], Any], probe: Any, key: str) -> tuple[float, float]:
+    """Run call() in a thread while probe sends GET key in a loop; return (call seconds, longest GET wait seconds)."""
+    background = run_in_background(call)
+    longest = 0.0
+    while background.is_running():
+        before = time.perf_counter()
+        probe.get(key)
+        longest = max(longest, time.perf_counter() - before)
+    result = background.join()
+    if isinstance(result, BaseException):
+        raise result
+    return background.seconds, longest

@@ -1,0 +1,124 @@
+"""Measurements that report a median with its spread over repetitions, never one number from one run.
+
+* ``measure(fn, warmup=3, repeats=15, number=1)``: times ``fn()`` (``number`` calls per repeat,
+  after ``warmup`` untimed repeats) and returns ``Stats`` of seconds per call.
+* ``summarize(samples)``: ``Stats`` of any list of numbers (latencies, per-run throughputs).
+* ``sweep(values, run, name="clients", warmup=1, repeats=5)``: for each value, calls
+  ``run(value)`` (which returns one number, e.g. a run's throughput) ``warmup`` + ``repeats``
+  times and returns tidy rows ``{name: value, "median": ..., "p5": ..., "p95": ..., "q1": ...,
+  "q3": ..., "min": ..., "max": ..., "n": ...}`` that ``helpers.plots`` draws.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Order statistics of a sample: median, 5th/95th percentiles, quartiles, extremes, size."""
+
+    median: float
+    p5: float
+    p95: float
+    q1: float
+    q3: float
+    min: float
+    max: float
+    n: int
+
+    @property
+    def iqr(self) -> float:
+        """Return the interquartile range q3 - q1."""
+        return self.q3 - self.q1
+
+    def row(self) -> dict[str, float]:
+        """Return the statistics as a dict (one tidy row without the x value)."""
+        return asdict(self)
+
+    def format(self, unit: str = "s", scale: float = 1.0, digits: int = 3) -> str:
+        """Return e.g. '1.23 ms (IQR 1.1-1.4, n=15)' with values multiplied by scale."""
+        g = lambda v: f"{v * scale:.{digits}g}"  # noqa: E731 - tiny local formatter
+        return f"{g(self.median)} {unit} (IQR {g(self.q1)}–{g(self.q3)}, n={self.n})"
+
+    def __str__(self) -> str:
+        return self.format()
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Return the q-th percentile (0-100) of already sorted values, linear interpolation."""
+    if not sorted_values:
+        raise ValueError("percentile of an empty sample")
+    if not 0 <= q <= 100:
+        raise ValueError(f"q must be within 0..100, got {q}")
+    pos = (len(sorted_values) - 1) * q / 100
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(samples: Iterable[float]) -> Stats:
+    """Return the Stats of samples (at least one number, no NaN)."""
+    values = sorted(float(v) for v in samples)
+    if not values:
+        raise ValueError("summarize needs at least one sample")
+    if any(math.isnan(v) for v in values):
+        raise ValueError("samples contain NaN")
+    p = lambda q: percentile(values, q)  # noqa: E731
+    return Stats(median=p(50), p5=p(5), p95=p(95), q1=p(25), q3=p(75), min=values[0], max=values[-1],
+                 n=len(values))
+
+
+def _check_counts(warmup: int, repeats: int) -> None:
+    if warmup < 0:
+        raise ValueError(f"warmup must be >= 0, got {warmup}")
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+
+
+def measure(fn: Callable[[], Any], warmup: int = 3, repeats: int = 15, number: int = 1) -> Stats:
+    """Return Stats of seconds per fn() call: warmup untimed repeats, then repeats x number calls."""
+    _check_counts(warmup, repeats)
+    if number < 1:
+        raise ValueError(f"number must be >= 1, got {number}")
+    for _ in range(warmup):
+        for _ in range(number):
+            fn()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter_ns()
+        for _ in range(number):
+            fn()
+        times.append((time.perf_counter_ns() - start) / 1e9 / number)
+    return summarize(times)
+
+
+def sweep(values: Iterable[Any], run: Callable[[Any], float], name: str = "clients", warmup: int = 1,
+          repeats: int = 5) -> list[dict[str, Any]]:
+    """Return one tidy row per value: {name: value, **Stats of run(value) over repeats}."""
+    _check_counts(warmup, repeats)
+    rows = []
+    for value in values:
+        for _ in range(warmup):
+            run(value)
+        stats = summarize(run(value) for _ in range(repeats))
+        rows.append({name: value, **stats.row()})
+    return rows
+
+
+def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str] = ("median", "p5", "p95", "n"),
+                digits: int = 3) -> str:
+    """Return tidy rows as a fixed-width text table (first key of each row first)."""
+    if not rows:
+        return "(no rows)"
+    first = next(iter(rows[0]))
+    header = [first, *columns]
+    cells = [[str(r[first])] + [f"{r[c]:.{digits}g}" if isinstance(r[c], float) else str(r[c]) for c in columns]
+             for r in rows]
+    widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+    return "\n".join(lines)

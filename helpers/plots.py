@@ -1,0 +1,173 @@
+"""Timing plots in one style: titles, axis units, legends, one colour per strategy.
+
+Every function returns a ``matplotlib.figure.Figure`` made without pyplot, so nothing is drawn
+twice and no figure leaks into a later cell: show it by making it the cell's last expression
+(or ``display(fig)``), save it with ``fig.savefig(...)``. Inputs are the tidy rows of
+``helpers.measure.sweep`` (``{x: value, "median": ..., "p5": ..., "p95": ..., ...}``) keyed by
+strategy name, or raw latency samples in ns.
+
+On the embedded backend every "server" call runs in this Python process: absolute numbers are
+Python's, not Redis's. Pass ``note=`` to say so on the figure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies and in greyscale print.
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
+BAD_COLOR = "#D55E00"
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
+UNIT_LABEL = {"ns": "ns", "us": "µs", "ms": "ms", "s": "s"}
+Rows = Sequence[Mapping[str, Any]]
+
+
+def color_of(index: int) -> str:
+    """Return the palette colour for the index-th strategy or client."""
+    return PALETTE[index % len(PALETTE)]
+
+
+def new_figure(title: str, xlabel: str, ylabel: str, note: str | None = None,
+               size: tuple[float, float] = (7.0, 4.2)) -> tuple[Figure, Any]:
+    """Return (figure, axes) with the suite's title, labels, grid and optional note."""
+    fig = Figure(figsize=size, layout="constrained")
+    ax = fig.add_subplot()
+    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    return fig, ax
+
+
+def _check_series(series: Mapping[str, Rows], x: str, y: str) -> None:
+    if not series:
+        raise ValueError("nothing to plot: series is empty")
+    for name, rows in series.items():
+        for row in rows:
+            if x not in row or y not in row:
+                raise KeyError(f"series {name!r}: every row needs {x!r} and {y!r}, got {sorted(row)}")
+
+
+def _line_with_spread(ax: Any, series: Mapping[str, Rows], x: str, y: str, spread: tuple[str, str],
+                      scale: float) -> None:
+    """Draw one line per series with an error bar from spread[0] to spread[1]."""
+    for i, (name, rows) in enumerate(series.items()):
+        rows = sorted(rows, key=lambda r: r[x])
+        xs = np.array([r[x] for r in rows], dtype=float)
+        ys = np.array([r[y] for r in rows], dtype=float) * scale
+        if all(k in r for r in rows for k in spread):
+            lo = ys - np.array([r[spread[0]] for r in rows], dtype=float) * scale
+            hi = np.array([r[spread[1]] for r in rows], dtype=float) * scale - ys
+            yerr = np.vstack([np.clip(lo, 0, None), np.clip(hi, 0, None)])
+        else:
+            yerr = None
+        ax.errorbar(xs, ys, yerr=yerr, label=name, color=color_of(i), marker=MARKERS[i % len(MARKERS)],
+                    capsize=3, linewidth=1.6, markersize=5)
+
+
+def _spread_note(spread: tuple[str, str]) -> str:
+    return f"line: median; bars: {spread[0]}–{spread[1]} over repetitions"
+
+
+def latency_cdf(latencies_ns: Mapping[str, Sequence[float]], title: str = "Latency per operation",
+                unit: str = "us", note: str | None = None, log_x: bool = True) -> Figure:
+    """Return a Figure with the empirical CDF of each strategy's latencies (given in ns)."""
+    if not latencies_ns or not all(len(v) for v in latencies_ns.values()):
+        raise ValueError("latency_cdf needs at least one sample per strategy")
+    scale = UNITS[unit]
+    fig, ax = new_figure(title, f"latency ({UNIT_LABEL[unit]}, {'log scale' if log_x else 'linear'})",
+                         "fraction of operations at or below", note)
+    for i, (name, samples) in enumerate(latencies_ns.items()):
+        xs = np.sort(np.asarray(samples, dtype=float)) / scale
+        ys = np.arange(1, len(xs) + 1) / len(xs)
+        p50, p99 = np.percentile(xs, [50, 99])
+        ax.step(xs, ys, where="post", color=color_of(i), linewidth=1.6,
+                label=f"{name}: p50 {p50:.3g}, p99 {p99:.3g} {UNIT_LABEL[unit]}")
+    if log_x:
+        ax.set_xscale("log")
+    ax.set_ylim(0, 1.02)
+    for q in (0.5, 0.99):
+        ax.axhline(q, color="grey", linewidth=0.8, linestyle=":")
+    ax.legend(loc="lower right", fontsize=9)
+    return fig
+
+
+def throughput_vs_clients(series: Mapping[str, Rows], x: str = "clients", y: str = "median",
+                          spread: tuple[str, str] = ("p5", "p95"), title: str = "Throughput against clients",
+                          note: str | None = None) -> Figure:
+    """Return a Figure of operations per second (median, spread bars) against client count."""
+    _check_series(series, x, y)
+    fig, ax = new_figure(title, "concurrent clients", "throughput (operations/s)",
+                         note or _spread_note(spread))
+    _line_with_spread(ax, series, x, y, spread, 1.0)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=9)
+    return fig
+
+
+def retries_vs_contention(series: Mapping[str, Rows], x: str = "clients", y: str = "median",
+                          spread: tuple[str, str] = ("p5", "p95"), xlabel: str = "concurrent clients on one key",
+                          title: str = "Retries against contention", note: str | None = None) -> Figure:
+    """Return a Figure of retries per successful operation against contention (e.g. clients)."""
+    _check_series(series, x, y)
+    fig, ax = new_figure(title, xlabel, "retries per successful operation", note or _spread_note(spread))
+    _line_with_spread(ax, series, x, y, spread, 1.0)
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=9)
+    return fig
+
+
+def cost_vs_size(series: Mapping[str, Rows], x: str = "size", y: str = "median",
+                 spread: tuple[str, str] = ("p5", "p95"), unit: str = "us", xlabel: str = "data size (items)",
+                 title: str = "Cost against data size", note: str | None = None) -> Figure:
+    """Return a log-log Figure of time per call (rows in seconds, shown in unit) against size."""
+    _check_series(series, x, y)
+    fig, ax = new_figure(title, f"{xlabel}, log scale", f"time per call ({UNIT_LABEL[unit]}, log scale)",
+                         note or _spread_note(spread))
+    _line_with_spread(ax, series, x, y, spread, 1e9 / UNITS[unit])
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.grid(True, which="minor", alpha=0.1)
+    ax.legend(fontsize=9)
+    return fig
+
+
+def schedule_grid(exploration: Any, title: str = "Every interleaving", ax: Any = None) -> Figure:
+    """Return a Figure: one column per schedule, one coloured cell per step, broken ones marked."""
+    outcomes = exploration.outcomes
+    if not outcomes:
+        raise ValueError("the exploration ran no schedule")
+    clients = list(exploration.clients) or sorted({c for o in outcomes for c in o.schedule})
+    longest = max(len(o.schedule) for o in outcomes)
+    width = min(14.0, max(5.0, 0.22 * len(outcomes) + 1.5))
+    if ax is None:
+        fig = Figure(figsize=(width, 1.2 + 0.35 * longest), layout="constrained")
+        ax = fig.add_subplot()
+    else:
+        fig = ax.figure
+    for col, outcome in enumerate(outcomes):
+        for row, name in enumerate(outcome.schedule.replace(" ", "")):
+            ax.add_patch(Rectangle((col, row), 0.9, 0.9, color=color_of(clients.index(name))
+                                   if name in clients else "grey"))
+        if not outcome.ok:
+            ax.add_patch(Rectangle((col - 0.05, -0.1), 1.0, len(outcome.schedule) + 0.1, fill=False,
+                                   edgecolor=BAD_COLOR, linewidth=2))
+            ax.text(col + 0.45, -0.6, "✗", ha="center", va="center", color=BAD_COLOR, fontsize=10)
+    ax.set_xlim(-0.3, len(outcomes) + 0.2)
+    ax.set_ylim(longest + 0.2, -1.2)
+    ax.set_xlabel(f"schedule (1 to {len(outcomes)}); ✗ = invariant broken")
+    ax.set_ylabel("step (first at top)")
+    ax.set_xticks([])
+    ax.set_yticks([i + 0.45 for i in range(longest)], [str(i + 1) for i in range(longest)])
+    ax.set_title(f"{title}: {exploration.bad_count} of {exploration.total} schedules break the invariant",
+                 fontsize=11)
+    handles = [Rectangle((0, 0), 1, 1, color=color_of(i)) for i in range(len(clients))]
+    ax.legend(handles, [f"client {c}" for c in clients], loc="upper left", bbox_to_anchor=(1.0, 1.0),
+              fontsize=9, frameon=False)
+    return fig

@@ -1,0 +1,35 @@
+"""Lua files: every one has a contract header, and loads by name through EVALSHA."""
+
+import pytest
+
+from helpers.scripts import LUA_DIR, HEADER_FIELDS, load_script, lua_path, script_header
+
+LUA_FILES = sorted(LUA_DIR.glob("*.lua"))
+
+
+def test_lua_directory_has_scripts():
+    assert LUA_FILES, f"no Lua files in {LUA_DIR}"
+
+
+@pytest.mark.parametrize("path", LUA_FILES, ids=lambda p: p.name)
+def test_every_lua_file_starts_with_a_contract_header(path):
+    header = script_header(path.stem)
+    assert header.startswith(f"{path.name}:"), f"{path.name}: header must start with '{path.name}: <purpose>'"
+    for field in HEADER_FIELDS:
+        assert field in header, f"{path.name}: header lacks {field}"
+    assert len(header.splitlines()) >= 4
+
+
+def test_unknown_script_name_lists_the_known_ones():
+    with pytest.raises(FileNotFoundError, match="known:"):
+        lua_path("no_such_script")
+
+
+def test_script_reloads_itself_after_noscript(owned_server, tmp_path, monkeypatch):
+    (tmp_path / "echo_arg.lua").write_text("-- echo_arg.lua: test\n-- KEYS none\n-- ARGV[1]\n-- Returns: ARGV[1]\nreturn ARGV[1]\n")
+    monkeypatch.setattr("helpers.scripts.LUA_DIR", tmp_path)
+    c = owned_server.client(decode_responses=True)
+    script = load_script(c, "echo_arg")
+    assert script(args=["hi"]) == "hi"
+    c.script_flush()
+    assert script(args=["again"]) == "again"  # EVALSHA got NOSCRIPT, redis-py loaded and retried
