@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 
 import pytest
 import redis
@@ -11,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import Lab
+from helpers.race import run_clients
 
 STEM = "rate_limit_fixed_window"
 MAX_LIMIT, MAX_WINDOW, MAX_COUNTER = 1_000_000_000, 31_536_000, 2**53 - 1
@@ -154,28 +154,16 @@ def test_limit_is_accepted_exactly_when_it_is_a_canonical_decimal_in_range(lab: 
 
 def test_32_concurrent_clients_never_admit_more_than_the_limit(lab: Lab) -> None:
     key, limit, clients, each = lab.key("w"), 100, 32, 10
-    start = threading.Barrier(clients)
-    replies: list[list] = []
-    errors: list[BaseException] = []
 
-    def client_thread() -> None:
-        script = lab.script(STEM, lab.client())
-        try:
-            start.wait(timeout=30)
-            mine = [script(keys=[key], args=[limit, 60]) for _ in range(each)]
-            replies.extend(mine)  # list.extend is atomic under the GIL
-        except (redis.RedisError, threading.BrokenBarrierError) as exc:
-            errors.append(exc)
+    def request(ctx) -> tuple[int, int]:
+        status, count = ctx.local["script"](keys=[key], args=[limit, 60])
+        return status, count
 
-    threads = [threading.Thread(target=client_thread) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads) and not errors
-    statuses = [status for status, _ in replies]
-    assert statuses.count(1) == limit
-    assert statuses.count(0) == clients * each - limit
+    result = run_clients(lab, request, clients=clients, iterations=each,
+                         prepare=lambda ctx: ctx.local.update(script=lab.script(STEM, ctx.client)))
+    replies = [value for _, _, value in result.outcomes]
+    assert [status for status, _ in replies].count(1) == limit
+    assert [status for status, _ in replies].count(0) == clients * each - limit
     assert sorted(count for status, count in replies if status == 1) == list(range(1, limit + 1))
     assert lab.client().get(key) == str(limit)
 

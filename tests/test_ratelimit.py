@@ -7,18 +7,20 @@ and its write) runs another client's whole request, so every test here is determ
 from __future__ import annotations
 
 import random
-import threading
-import time
 import warnings
 
 import pytest
-import redis
 
 from helpers import Lab
+from helpers.explore import explore
+from helpers.race import run_clients
+from helpers.schedule import run_schedule
 from helpers.ratelimit import (LUA_SCRIPT, LimiterStateError, TooMuchContention, admitted_over_limit,
                                backoff_delay, docs_pattern_allow, ifeq_cas_allow, incr_expire_multi_allow,
                                incr_first_allow, lost_update_increment, lua_allow, lua_limit, naive_allow,
-                               plain_client_watch_allow, watch_allow)
+                               plain_client_watch_allow, watch_allow, admits_at_most, ifeq_program,
+                               incr_first_program, lost_update_program, lua_program, multi_program,
+                               naive_program, watch_program)
 
 WINDOW = 60
 
@@ -194,31 +196,8 @@ def test_ifeq_first_hit_creates_the_counter_with_a_ttl(lab: Lab) -> None:
 
 
 def _hammer(lab: Lab, request, clients: int = 16, each: int = 15) -> int:
-    """Run request(client) each times in each of clients threads; return how many were admitted."""
-    start = threading.Barrier(clients)
-    admitted: list[bool] = []
-    errors: list[BaseException] = []
-
-    def client_thread() -> None:
-        c = lab.client()
-        try:
-            start.wait(timeout=30)
-            admitted.extend(request(c) for _ in range(each))
-        except (redis.RedisError, TooMuchContention, threading.BrokenBarrierError) as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=client_thread) for _ in range(clients)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads) and not errors, errors
-    return sum(admitted)
-
-
-def yield_gil() -> None:
-    """Think time of zero that still lets another thread run (widens the race window)."""
-    time.sleep(0)
+    """Run request(ctx) each times in each of clients threads; return how many were admitted."""
+    return run_clients(lab, request, clients=clients, iterations=each).count(True)
 
 
 @pytest.mark.parametrize("name", ["lua", "watch", "incr_first", "incr_expire_multi", "ifeq_cas"])
@@ -227,10 +206,68 @@ def test_fixes_never_admit_more_than_the_limit_under_16_threads(lab: Lab, name: 
         pytest.skip(f"SET ... IFEQ not supported by the {lab.kind} backend")
     key, limit = lab.key("w"), 50
     requests = {
-        "lua": lambda c: lua_allow(lab.script(LUA_SCRIPT, c), key, limit, WINDOW),
-        "watch": lambda c: watch_allow(c, key, limit, WINDOW, think=yield_gil, max_attempts=1000),
-        "incr_first": lambda c: incr_first_allow(c, key, limit, WINDOW, think=yield_gil),
-        "incr_expire_multi": lambda c: incr_expire_multi_allow(c, key, limit, WINDOW),
-        "ifeq_cas": lambda c: ifeq_cas_allow(c, key, limit, WINDOW, think=yield_gil, max_attempts=1000),
+        "lua": lambda ctx: lua_allow(lab.script(LUA_SCRIPT, ctx.client), key, limit, WINDOW),
+        "watch": lambda ctx: watch_allow(ctx.client, key, limit, WINDOW, think=ctx.think, max_attempts=1000),
+        "incr_first": lambda ctx: incr_first_allow(ctx.client, key, limit, WINDOW, think=ctx.think),
+        "incr_expire_multi": lambda ctx: incr_expire_multi_allow(ctx.client, key, limit, WINDOW),
+        "ifeq_cas": lambda ctx: ifeq_cas_allow(ctx.client, key, limit, WINDOW, think=ctx.think, max_attempts=1000),
     }
     assert _hammer(lab, requests[name]) == limit
+
+
+def test_naive_limiter_under_threads_overshoots_with_think_time(lab: Lab) -> None:
+    key, limit = lab.key("w"), 50
+    result = run_clients(lab, lambda ctx: naive_allow(ctx.client, key, limit, WINDOW, think=ctx.think),
+                         clients=8, iterations=25)
+    assert result.count(True) > limit  # every thread yields between GET and INCR: many read the same value
+
+
+def _one_slot_left(lab: Lab, limit: int = 5):
+    key = lab.key("w")
+    return key, (lambda c: c.set(key, limit - 1, ex=WINDOW))
+
+
+def test_forced_schedule_abab_makes_the_naive_limiter_admit_both(lab: Lab) -> None:
+    key, setup = _one_slot_left(lab)
+    trace = run_schedule(lab, {"A": naive_program(key, 5, WINDOW), "B": naive_program(key, 5, WINDOW)},
+                         "ABAB", setup=setup, watch=[key])
+    assert trace.results == {"A": "allowed", "B": "allowed"}
+    assert [row.reply for row in trace.rows] == ["'4'", "'4'", "5", "6"]
+
+
+def test_explorer_finds_4_of_6_bad_schedules_for_the_naive_limiter(lab: Lab) -> None:
+    key, setup = _one_slot_left(lab)
+    found = explore(lab, {"A": naive_program(key, 5, WINDOW), "B": naive_program(key, 5, WINDOW)},
+                    admits_at_most(1), setup=setup, watch=[key])
+    assert (found.total, found.bad_count) == (6, 4)
+    assert sorted(found.bad) == ["ABAB", "ABBA", "BAAB", "BABA"]
+
+
+def test_explorer_finds_4_of_6_schedules_losing_an_update(lab: Lab) -> None:
+    key = lab.key("n")
+    found = explore(lab, {"A": lost_update_program(key), "B": lost_update_program(key)},
+                    lambda c, _results: c.get(key) == "2", setup=lambda c: c.delete(key), watch=[key])
+    assert (found.total, found.bad_count) == (6, 4)
+
+
+@pytest.mark.parametrize("program", [lua_program, watch_program, incr_first_program, multi_program, ifeq_program],
+                         ids=lambda f: f.__name__)
+def test_explorer_finds_no_bad_schedule_for_each_fix(lab: Lab, program) -> None:
+    if program is ifeq_program and not lab.caps.set_ifeq:
+        pytest.skip(f"SET ... IFEQ not supported by the {lab.kind} backend")
+    key, setup = _one_slot_left(lab)
+    found = explore(lab, {"A": program(key, 5, WINDOW), "B": program(key, 5, WINDOW)},
+                    admits_at_most(1), setup=setup, watch=[key])
+    assert found.total >= 2 and found.bad_count == 0
+    assert all(sorted(o.results.values()) == ["allowed", "rejected"] for o in found.outcomes)
+
+
+def test_admits_at_most_counts_allowed_results() -> None:
+    assert admits_at_most(1)(None, {"A": "allowed", "B": "rejected"})
+    assert not admits_at_most(1)(None, {"A": "allowed", "B": "allowed"})
+
+
+def test_lua_program_reports_the_status_2_reason(lab: Lab) -> None:
+    key = lab.key("w")
+    trace = run_schedule(lab, {"A": lua_program(key, "1e3", WINDOW)}, "A", watch=[key])
+    assert trace.results == {"A": "invalid-arguments"}
