@@ -146,7 +146,7 @@ def register_watch_multi(client: Any, keys: DictKeys, text: Text, think: Think |
     round_trips = 1
     if found is not None:
         return Registration(int(found), round_trips)
-    with client.pipeline() as pipe:
+    with client.pipeline(transaction=True) as pipe:  # a cluster pipeline WATCHes only in this mode
         for attempt in range(max_attempts):
             try:
                 pipe.watch(keys.index, keys.meta)
@@ -216,12 +216,15 @@ class DictCheck:
         """Return how many extra ids duplicated strings occupy (0 for a bijection)."""
         return sum(len(ids) - 1 for ids in self.duplicated.values())
 
-    def summary(self) -> str:
-        """Return one line per finding, or a single 'ok' line."""
+    def summary(self, limit: int = 8) -> str:
+        """Return a headline and up to `limit` findings, one per line, or a single 'ok' line."""
         if self.ok:
             return f"ok: {self.size} strings, a bijection with dense ids 1..{self.size}"
-        return "\n".join([f"BROKEN: {self.size} ids, {len(self.duplicated)} strings stored under 2+ ids "
-                          f"({self.duplicates} extra ids)"] + [f"  {p}" for p in self.problems])
+        lines = [f"BROKEN: {self.size} ids, {len(self.duplicated)} strings stored under 2+ ids "
+                 f"({self.duplicates} extra ids)"] + [f"  {p}" for p in self.problems[:limit]]
+        if len(self.problems) > limit:
+            lines.append(f"  ... and {len(self.problems) - limit} more findings")
+        return "\n".join(lines)
 
 
 def _show(value: bytes) -> str:

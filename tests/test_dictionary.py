@@ -1,0 +1,239 @@
+"""helpers/dictionary.py: registration strategies, their costs, and the invariant checker."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from helpers import Lab
+from helpers.dictionary import (
+    COUNTER_FIELD, LIBRARY, DictKeys, RetriesExhausted, Registration, check_dictionary, dict_keys, prefill,
+    register_batch_lua, register_counter_naive, register_function, register_hgetall_hsetnx, register_lua,
+    register_watch_multi, vocabulary, workload,
+)
+from helpers.scripts import delete_library, load_library, load_script
+
+
+def _keys(lab: Lab) -> DictKeys:
+    return dict_keys(lab.ns, "d")
+
+
+def test_dict_keys_are_under_the_prefix_and_share_one_hash_tag(lab: Lab) -> None:
+    keys = _keys(lab)
+    assert all(lab.ns.owns(k) for k in keys.all())
+    assert all("{dict:d}" in k for k in keys.all())
+    assert len(set(keys.all())) == 3
+
+
+def test_hgetall_hsetnx_numbers_strings_densely_and_costs_one_trip_on_a_hit(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    first = register_hgetall_hsetnx(client, keys, "a")
+    assert (first.id, first.round_trips, first.retries) == (1, 2, 0)
+    assert first.read_ns > 0
+    assert register_hgetall_hsetnx(client, keys, "b").id == 2
+    hit = register_hgetall_hsetnx(client, keys, "a")
+    assert (hit.id, hit.round_trips, hit.retries) == (1, 1, 0)
+    assert check_dictionary(client, keys, with_index=False).ok
+
+
+def test_hgetall_hsetnx_retries_when_its_id_is_taken_in_the_window(lab: Lab) -> None:
+    client, other, keys = lab.client(), lab.client(), _keys(lab)
+    stolen = iter(["intruder"])
+    reg = register_hgetall_hsetnx(client, keys, "mine",
+                                  think=lambda: register_hgetall_hsetnx(other, keys, next(stolen, "intruder")))
+    assert (reg.id, reg.retries, reg.round_trips) == (2, 1, 4)
+    assert client.hgetall(keys.ids) == {"1": "intruder", "2": "mine"}
+
+
+def test_hgetall_hsetnx_finds_the_string_another_worker_registered_in_the_window(lab: Lab) -> None:
+    client, other, keys = lab.client(), lab.client(), _keys(lab)
+    done: list[Registration] = []
+    reg = register_hgetall_hsetnx(client, keys, "same",
+                                  think=lambda: done or done.append(register_hgetall_hsetnx(other, keys, "same")))
+    assert (reg.id, reg.retries, reg.round_trips) == (1, 1, 3)
+    assert check_dictionary(client, keys, [("same", reg.id), ("same", done[0].id)], with_index=False).ok
+
+
+def test_hgetall_hsetnx_gives_up_after_max_attempts(lab: Lab) -> None:
+    client, other, keys = lab.client(), lab.client(), _keys(lab)
+    counter = iter(range(1000))
+    with pytest.raises(RetriesExhausted, match="3 attempts"):
+        register_hgetall_hsetnx(client, keys, "mine", max_attempts=3,
+                                think=lambda: register_hgetall_hsetnx(other, keys, f"x{next(counter)}"))
+
+
+def test_naive_counter_gives_one_string_two_ids_when_another_worker_slips_in(lab: Lab) -> None:
+    client, other, keys = lab.client(), lab.client(), _keys(lab)
+    theirs: list[Registration] = []
+    mine = register_counter_naive(client, keys, "price",
+                                  think=lambda: theirs.append(register_counter_naive(other, keys, "price")))
+    assert (theirs[0].id, mine.id, mine.round_trips) == (1, 2, 4)
+    check = check_dictionary(client, keys, [("price", mine.id), ("price", theirs[0].id)])
+    assert not check.ok
+    assert check.duplicated == {b"price": [1, 2]}
+    assert check.duplicates == 1
+    assert "workers got different ids for 'price': [1, 2]" in check.summary()
+
+
+def test_naive_counter_alone_is_correct_and_a_hit_costs_one_trip(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    assert [register_counter_naive(client, keys, w).id for w in "abca"] == [1, 2, 3, 1]
+    assert register_counter_naive(client, keys, "b").round_trips == 1
+    assert check_dictionary(client, keys).ok
+
+
+def test_lua_function_and_watch_multi_agree_on_one_dictionary(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    script = load_script(client, "dict_get_or_put")
+    load_library(client, LIBRARY)
+    try:
+        regs = [register_lua(client, keys, "a", script), register_function(client, keys, "b"),
+                register_watch_multi(client, keys, "c"), register_lua(client, keys, "c", script),
+                register_function(client, keys, "a"), register_watch_multi(client, keys, "b")]
+    finally:
+        delete_library(client, LIBRARY)
+    assert [r.id for r in regs] == [1, 2, 3, 3, 1, 2]
+    assert [r.round_trips for r in regs] == [1, 1, 5, 1, 1, 1]
+    assert check_dictionary(client, keys).ok
+
+
+def test_watch_multi_retries_when_the_counter_moves_in_the_window(lab: Lab) -> None:
+    client, other, keys = lab.client(), lab.client(), _keys(lab)
+    script = load_script(client, "dict_get_or_put")
+    once = iter(["intruder"])
+    reg = register_watch_multi(client, keys, "mine",
+                               think=lambda: [register_lua(other, keys, w, script) for w in once])
+    assert (reg.id, reg.retries, reg.round_trips) == (2, 1, 9)
+    assert check_dictionary(client, keys).ok
+
+
+def test_watch_multi_returns_the_id_another_worker_registered_in_the_window(lab: Lab) -> None:
+    client, other, keys = lab.client(), lab.client(), _keys(lab)
+    script = load_script(client, "dict_get_or_put")
+    once = iter(["same"])
+    reg = register_watch_multi(client, keys, "same",
+                               think=lambda: [register_lua(other, keys, w, script) for w in once])
+    assert (reg.id, reg.retries, reg.round_trips) == (1, 1, 8)
+    assert check_dictionary(client, keys).ok
+
+
+def test_watch_multi_gives_up_after_max_attempts(lab: Lab) -> None:
+    client, other, keys = lab.client(), lab.client(), _keys(lab)
+    script = load_script(client, "dict_get_or_put")
+    counter = iter(range(1000))
+    with pytest.raises(RetriesExhausted, match="2 times"):
+        register_watch_multi(client, keys, "mine", max_attempts=2,
+                             think=lambda: register_lua(other, keys, f"x{next(counter)}", script))
+
+
+def test_batch_registration_returns_ids_in_order(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    script = load_script(client, "dict_get_or_put_batch")
+    assert register_batch_lua(client, keys, ["a", "b", "a"], script) == [1, 2, 1]
+    assert register_batch_lua(client, keys, ["c", "b"], script) == [3, 2]
+
+
+@pytest.mark.parametrize("with_index", [True, False])
+def test_prefill_writes_a_valid_dictionary_of_the_given_size(lab: Lab, with_index: bool) -> None:
+    client, keys = lab.client(), _keys(lab)
+    assert prefill(client, keys, 4321, with_index=with_index, chunk=1000) == 4321
+    check = check_dictionary(client, keys, with_index=with_index)
+    assert check.ok, check.summary()
+    assert check.size == 4321
+    if with_index:
+        assert register_lua(client, keys, "new", load_script(client, "dict_get_or_put")).id == 4322
+    else:
+        assert register_hgetall_hsetnx(client, keys, "new").id == 4322
+
+
+def test_vocabulary_and_workload_are_deterministic_and_overlap() -> None:
+    words = vocabulary(100)
+    assert len(set(words)) == 100 and words[0] == "column_0000"
+    plan = workload(50, 10, words, seed=7)
+    assert plan == workload(50, 10, words, seed=7)
+    assert plan != workload(50, 10, words, seed=8)
+    assert all(len(set(mine)) == 10 for mine in plan)
+    assert len({w for mine in plan for w in mine}) < 50 * 10  # workers share strings
+
+
+def test_check_dictionary_reports_holes_bad_fields_index_and_counter_mismatch(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    client.hset(keys.ids, mapping={"1": "a", "3": "b", "x": "c"})
+    client.hset(keys.index, mapping={"a": "1", "b": "2"})
+    client.hset(keys.meta, COUNTER_FIELD, 7)
+    check = check_dictionary(client, keys, [("a", 3)])
+    text = check.summary()
+    assert not check.ok
+    for needle in ("not a positive id: 'x'", "not dense 1..2: missing [2]", "index is not the inverse",
+                   "counter last_id is 7, expected 2", "got id 3 for 'a' but ids[3] holds 'b'"):
+        assert needle in text
+
+
+def test_check_dictionary_accepts_an_empty_dictionary_and_agreeing_answers(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    assert check_dictionary(client, keys).ok
+    register_counter_naive(client, keys, "a")
+    check = check_dictionary(client, keys, [("a", 1), (b"a", 1)])
+    assert check.ok and check.size == 1 and check.duplicates == 0
+    assert check.summary() == "ok: 1 strings, a bijection with dense ids 1..1"
+
+
+def _concurrent(lab: Lab, keys: DictKeys, register: Callable[[Any, str], Registration],
+                workers: int = 24) -> list[tuple[str, int]]:
+    plan = workload(workers, 8, vocabulary(20), seed=1)
+    barrier = threading.Barrier(workers)
+    answers: list[tuple[str, int]] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def worker(mine: list[str]) -> None:
+        client = lab.client()
+        try:
+            barrier.wait(timeout=30)
+            got = [(w, register(client, w).id) for w in mine]
+            with lock:
+                answers.extend(got)
+        except BaseException as exc:  # re-raised below, in the test's thread
+            errors.append(exc)
+        finally:
+            lab.release(client)
+
+    threads = [threading.Thread(target=worker, args=(mine,)) for mine in plan]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not any(t.is_alive() for t in threads)
+    if errors:
+        raise errors[0]
+    return answers
+
+
+def test_hgetall_hsetnx_and_watch_multi_stay_correct_under_concurrency(lab: Lab) -> None:
+    a, b = dict_keys(lab.ns, "a"), dict_keys(lab.ns, "b")
+    answers_a = _concurrent(lab, a, lambda c, w: register_hgetall_hsetnx(c, a, w))
+    answers_b = _concurrent(lab, b, lambda c, w: register_watch_multi(c, b, w))
+    client = lab.client()
+    check_a = check_dictionary(client, a, answers_a, with_index=False)
+    check_b = check_dictionary(client, b, answers_b)
+    assert check_a.ok, check_a.summary()
+    assert check_b.ok, check_b.summary()
+
+
+def test_watch_multi_works_on_a_cluster(cluster_lab: Lab) -> None:
+    client, keys = cluster_lab.client(), _keys(cluster_lab)
+    assert [register_watch_multi(client, keys, w).id for w in "aba"] == [1, 2, 1]
+    assert check_dictionary(client, keys).ok
+
+
+def test_summary_lists_at_most_limit_findings(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    client.hset(keys.ids, mapping={str(i): "same" for i in range(1, 31)})
+    check = check_dictionary(client, keys, with_index=False)
+    assert check.duplicates == 29
+    lines = check.summary(limit=3).splitlines()
+    assert lines[0] == "BROKEN: 30 ids, 1 strings stored under 2+ ids (29 extra ids)"
+    assert len(lines) == 1 + len(check.problems[:3]) + (len(check.problems) > 3)
