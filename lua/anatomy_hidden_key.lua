@@ -1,0 +1,22 @@
+-- anatomy_hidden_key.lua: ANTI-PATTERN, kept to be demonstrated: writes a key the server was not told about.
+-- The script writes KEYS[1], then writes a second key whose name it receives in ARGV[1] instead
+-- of KEYS[2]. On one server this "works", which is why the bug survives development. In a Redis
+-- Cluster the server routes and checks a script by its declared KEYS only: when the hidden key
+-- lives on another node the second write fails with "Script attempted to access a non local key
+-- in a cluster node", and the first write has already happened (no rollback). ACL key patterns
+-- and client-side routing cannot see the hidden key either. Never copy this: pass every key in KEYS.
+-- KEYS[1]  a string key, set to ARGV[2]
+-- ARGV[1]  the name of a second key (the mistake: it belongs in KEYS[2]), set to ARGV[2]
+-- ARGV[2]  the value written to both keys (any string)
+-- Returns:
+--   "OK"                both keys were written (single server, or both keys on the same cluster node).
+--   {err = "ERR invalid-arguments ..."}  not exactly 1 key and 2 arguments; nothing written.
+-- Errors: "Script attempted to access a non local key in a cluster node" when ARGV[1] lives on
+--   another node; KEYS[1] stays written.
+
+if #KEYS ~= 1 or #ARGV ~= 2 then
+    return redis.error_reply("ERR invalid-arguments anatomy_hidden_key: expects 1 key and 2 arguments")
+end
+redis.call("SET", KEYS[1], ARGV[2])
+redis.call("SET", ARGV[1], ARGV[2])  -- the hidden key: the server cannot route or check it
+return redis.status_reply("OK")

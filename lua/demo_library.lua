@@ -1,0 +1,56 @@
+#!lua name=racelab_demo
+-- demo_library.lua: Function library racelab_demo: a hit counter with a writing function and a read-only one.
+-- Load it with FUNCTION LOAD (helpers.scripts.load_library), remove it with FUNCTION DELETE
+-- racelab_demo. A loaded library is named, persisted with the data set and replicated: clients
+-- call functions by name (FCALL) and never meet NOSCRIPT. racelab_demo_peek carries the
+-- `no-writes` flag, so FCALL_RO may run it (also on a read-only replica); racelab_demo_hit writes,
+-- so FCALL_RO refuses it.
+-- FCALL racelab_demo_hit 1 <counter> <amount>
+-- FCALL racelab_demo_peek 1 <counter>    (or FCALL_RO)
+-- KEYS[1]  the counter: a string holding a decimal integer (absent = 0)
+-- ARGV[1]  racelab_demo_hit only: amount to add, a decimal integer 1..1000 (digits only)
+-- Returns:
+--   racelab_demo_hit   integer, the counter after adding the amount.
+--   racelab_demo_peek  integer, the counter's value (0 if absent).
+-- Errors (error replies; nothing has been written):
+--   ERR invalid-arguments   wrong number of keys/arguments, or the amount is not an integer 1..1000.
+--   ERR invalid-counter     the counter holds a string that is not a canonical integer.
+--   WRONGTYPE               the counter key holds another type.
+
+local function fail(name, code, why)
+    return redis.error_reply("ERR " .. code .. " " .. name .. ": " .. why)
+end
+
+local function read_counter(key)
+    local stored = redis.call("GET", key)  -- raises WRONGTYPE for a non-string key
+    if stored == false then return 0 end
+    if stored ~= "0" and (#stored > 16 or not string.find(stored, "^%-?[1-9]%d*$")) then
+        return nil
+    end
+    return tonumber(stored)
+end
+
+local function hit(keys, args)
+    if #keys ~= 1 or #args ~= 1 or #args[1] > 4 or not string.find(args[1], "^[1-9]%d*$")
+        or tonumber(args[1]) > 1000 then
+        return fail("racelab_demo_hit", "invalid-arguments", "expects 1 key and an amount 1..1000")
+    end
+    if read_counter(keys[1]) == nil then
+        return fail("racelab_demo_hit", "invalid-counter", "the counter is not an integer")
+    end
+    return redis.call("INCRBY", keys[1], args[1])
+end
+
+local function peek(keys, args)
+    if #keys ~= 1 or #args ~= 0 then
+        return fail("racelab_demo_peek", "invalid-arguments", "expects 1 key and no argument")
+    end
+    local value = read_counter(keys[1])
+    if value == nil then
+        return fail("racelab_demo_peek", "invalid-counter", "the counter is not an integer")
+    end
+    return value
+end
+
+redis.register_function("racelab_demo_hit", hit)
+redis.register_function{function_name = "racelab_demo_peek", callback = peek, flags = {"no-writes"}}
