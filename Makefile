@@ -19,8 +19,11 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP) ## Create .venv and install the suite (editable)
 
+# Jupyter refuses to run as root without --allow-root (containers, CI machines).
+ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
 lab: $(STAMP) ## Open JupyterLab on notebooks/ (embedded backend unless REDIS_URL/RACELAB_BACKEND say otherwise)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/
 
 test: $(STAMP) ## Unit tests and every notebook, on the embedded backend and on a real Redis when one is available
 	scripts/run-tests.sh
