@@ -38,6 +38,7 @@ from typing import Any
 
 import redis
 
+from helpers.race import run_clients
 from helpers.schedule import Program, call, cmd
 from helpers.scripts import load_script
 
@@ -331,3 +332,85 @@ def admits_at_most(slots: int) -> Callable[[Any, dict[str, Any]], bool]:
     def invariant(_client: Any, results: dict[str, Any]) -> bool:
         return sum(1 for r in results.values() if r == "allowed") <= slots
     return invariant
+
+
+# --- the strategies as client functions for helpers.race.run_clients ----------------------
+
+STRATEGIES = ("naive", "lua", "watch", "incr-first", "multi", "ifeq")
+
+
+def _cached_script(ctx: Any) -> Any:
+    """Return this client's Script for the Lua limiter, made once per client (ctx.local)."""
+    script = ctx.local.get(LUA_SCRIPT)
+    if script is None:
+        script = ctx.local[LUA_SCRIPT] = load_script(ctx.client, LUA_SCRIPT)
+    return script
+
+
+def client_functions(key: str, limit: int, window: int,
+                     names: tuple[str, ...] = STRATEGIES) -> dict[str, Callable[[Any], bool]]:
+    """Return {strategy name: client_fn(ctx) -> allowed?} for run_clients, think/retries wired to ctx."""
+    table: dict[str, Callable[[Any], bool]] = {
+        "naive": lambda ctx: naive_allow(ctx.client, key, limit, window, think=ctx.think),
+        "lua": lambda ctx: lua_allow(_cached_script(ctx), key, limit, window),
+        "watch": lambda ctx: watch_allow(ctx.client, key, limit, window, think=ctx.think, on_retry=ctx.retry),
+        "incr-first": lambda ctx: incr_first_allow(ctx.client, key, limit, window, think=ctx.think),
+        "multi": lambda ctx: incr_expire_multi_allow(ctx.client, key, limit, window),
+        "ifeq": lambda ctx: ifeq_cas_allow(ctx.client, key, limit, window, think=ctx.think, on_retry=ctx.retry),
+    }
+    unknown = [n for n in names if n not in table]
+    if unknown:
+        raise ValueError(f"unknown strategies {unknown}; choose from {', '.join(STRATEGIES)}")
+    return {n: table[n] for n in names}
+
+
+# --- the stress check for the sliding-window exercise ------------------------------------
+
+SLIDING_SCRIPT = "rate_limit_sliding_window"
+
+
+def _sliding(script: Any, key: str, limit: int, window_ms: int, now_ms: int, request_id: str) -> list:
+    reply = script(keys=[key], args=[limit, window_ms, now_ms, request_id])
+    return [int(reply[0]), reply[1]]
+
+
+def check_sliding_window(lab: Any, stem: str = SLIDING_SCRIPT, clients: int = 16, each: int = 10) -> str:
+    """Return a summary if lua/<stem>.lua is a correct sliding-window limiter; raise AssertionError naming the first failure.
+
+    The script must follow the contract of lua/rate_limit_sliding_window.lua: KEYS[1] the log,
+    ARGV limit, window (ms), now (ms), request id; replies {1, count} / {0, count} / {2, reason}.
+    """
+    probe = lab.client()
+    try:
+        script = load_script(probe, stem)
+        key = lab.key(f"check:{stem}:slide")
+        probe.delete(key)
+        # 1. The window slides: limit 3 per 1000 ms, requests at these times (ms).
+        times = [0, 400, 800, 900, 1000, 1100, 1401, 1799, 1801]
+        want = [1, 1, 1, 0, 1, 0, 1, 0, 1]
+        got = [_sliding(script, key, 3, 1000, t, f"r{t}")[0] for t in times]
+        assert got == want, f"sliding window: at times {times} ms expected statuses {want}, got {got}"
+        assert probe.pttl(key) > 0, "the log must carry a TTL so an idle limiter's key disappears"
+        # 2. Bad input is refused before any write.
+        fresh = lab.key(f"check:{stem}:bad")
+        for args in ([0, 1000, 5, "a"], ["1.5", 1000, 5, "a"], [3, "-1", 5, "a"], [3, 1000, "1e3", "a"],
+                     [3, 1000, 5, ""], [3, 1000]):
+            reply = script(keys=[fresh], args=args)
+            assert int(reply[0]) == INVALID, f"arguments {args} must get status 2, got {reply}"
+        assert probe.exists(fresh) == 0, "a refused request must write nothing"
+        # 3. No overshoot under concurrency: every request at the same instant.
+        crowd = lab.key(f"check:{stem}:crowd")
+        probe.delete(crowd)
+        limit = clients * each // 4
+        result = run_clients(lab, lambda ctx: _sliding(ctx.local.setdefault("s", load_script(ctx.client, stem)),
+                                                       crowd, limit, 60_000, 5_000,
+                                                       f"c{ctx.client_id}-{ctx.iteration}")[0],
+                             clients=clients, iterations=each)
+        admitted = result.count(ALLOWED)
+        assert admitted == limit, f"{clients} clients x {each} requests, limit {limit}: {admitted} admitted"
+        assert result.count(REJECTED) == clients * each - limit, f"unexpected replies: {result.counts()}"
+        probe.delete(key, crowd)
+        return (f"{stem}: window slides as expected, bad input refused, "
+                f"{admitted} of {clients * each} concurrent requests admitted (limit {limit})")
+    finally:
+        lab.release(probe)

@@ -20,7 +20,7 @@ from helpers.ratelimit import (LUA_SCRIPT, LimiterStateError, TooMuchContention,
                                incr_first_allow, lost_update_increment, lua_allow, lua_limit, naive_allow,
                                plain_client_watch_allow, watch_allow, admits_at_most, ifeq_program,
                                incr_first_program, lost_update_program, lua_program, multi_program,
-                               naive_program, watch_program)
+                               naive_program, watch_program, client_functions)
 
 WINDOW = 60
 
@@ -271,3 +271,16 @@ def test_lua_program_reports_the_status_2_reason(lab: Lab) -> None:
     key = lab.key("w")
     trace = run_schedule(lab, {"A": lua_program(key, "1e3", WINDOW)}, "A", watch=[key])
     assert trace.results == {"A": "invalid-arguments"}
+
+
+def test_client_functions_admit_exactly_the_limit_except_naive(lab: Lab) -> None:
+    key = lab.key("w")
+    names = ("lua", "watch", "incr-first", "multi") + (("ifeq",) if lab.caps.set_ifeq else ())
+    for name, fn in client_functions(key, 20, WINDOW, names).items():
+        lab.client().delete(key)
+        assert run_clients(lab, fn, clients=4, iterations=10).count(True) == 20, name
+
+
+def test_client_functions_reject_unknown_names() -> None:
+    with pytest.raises(ValueError, match="unknown strategies"):
+        client_functions("k", 1, 1, ("naive", "optimistic"))

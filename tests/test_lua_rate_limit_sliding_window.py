@@ -1,0 +1,72 @@
+"""lua/rate_limit_sliding_window.lua: the window slides, every status, bad input, no overshoot."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from helpers import Lab
+from helpers.ratelimit import check_sliding_window
+
+STEM = "rate_limit_sliding_window"
+
+
+def call(lab: Lab, key: str, *args: object) -> list:
+    """Run the script once and return its raw reply."""
+    return lab.script(STEM)(keys=[key], args=list(args))
+
+
+def test_passes_the_notebook_stress_check(lab: Lab) -> None:
+    assert "160 concurrent" in check_sliding_window(lab, STEM, clients=16, each=10)
+
+
+def test_counts_only_requests_newer_than_now_minus_window(lab: Lab) -> None:
+    key = lab.key("log")
+    assert call(lab, key, 2, 1000, 0, "a") == [1, 1]
+    assert call(lab, key, 2, 1000, 999, "b") == [1, 2]
+    assert call(lab, key, 2, 1000, 999, "c") == [0, 2]
+    assert call(lab, key, 2, 1000, 1000, "d") == [1, 2]  # "a" at 0 is exactly one window old: gone
+    assert lab.client().zrange(key, 0, -1) == ["b", "d"]
+
+
+def test_admit_sets_a_ttl_of_one_window(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("log")
+    call(lab, key, 2, 50_000, 7, "a")
+    assert 49_000 < c.pttl(key) <= 50_000
+
+
+def test_duplicate_request_id_is_refused_and_not_counted(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("log")
+    call(lab, key, 5, 1000, 10, "same")
+    assert call(lab, key, 5, 1000, 20, "same") == [2, "duplicate-request"]
+    assert c.zscore(key, "same") == 10
+
+
+@pytest.mark.parametrize("args", [
+    ("0", 1000, 5, "r"), ("1.5", 1000, 5, "r"), ("100001", 1000, 5, "r"), ("abc", 1000, 5, "r"),
+    (3, "0", 5, "r"), (3, "1e3", 5, "r"), (3, "86400001", 5, "r"), (3, "-5", 5, "r"),
+    (3, 1000, "-1", "r"), (3, 1000, "5.5", "r"), (3, 1000, "9007199254740992", "r"), (3, 1000, "007", "r"),
+    (3, 1000, 5, ""), (3, 1000, 5, "x" * 129), (3, 1000, 5), (3, 1000, 5, "r", "extra"),
+], ids=repr)
+def test_bad_arguments_are_invalid_arguments_and_write_nothing(lab: Lab, args: tuple) -> None:
+    key = lab.key("log")
+    assert call(lab, key, *args) == [2, "invalid-arguments"]
+    assert lab.client().exists(key) == 0
+
+
+def test_time_zero_and_the_largest_time_are_valid(lab: Lab) -> None:
+    assert call(lab, lab.key("a"), 1, 1000, "0", "r") == [1, 1]
+    assert call(lab, lab.key("b"), 1, 1000, str(2**53 - 1), "r") == [1, 1]
+
+
+def test_key_of_another_type_raises_wrongtype_and_is_untouched(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("log")
+    c.set(key, "not a log")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        call(lab, key, 3, 1000, 5, "r")
+    assert c.get(key) == "not a log"
+
+
+def test_the_fixed_window_script_fails_the_sliding_check(lab: Lab) -> None:
+    with pytest.raises(AssertionError, match="sliding window"):
+        check_sliding_window(lab, "rate_limit_fixed_window", clients=2, each=2)
