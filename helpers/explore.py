@@ -124,6 +124,7 @@ def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any,
     outcomes: list[Outcome] = []
     traces: dict[str, Trace] = {}
     guide: list[str] | None = []
+    previous: list[tuple[list[str], str]] = []
     while guide is not None:
         if len(outcomes) >= max_schedules:
             raise TooManySchedules(f"more than {max_schedules} schedules; shorten the programs "
@@ -132,10 +133,13 @@ def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any,
         with ScheduleRun(lab, programs, setup, watch, reset) as run:
             while run.unfinished:
                 options = run.unfinished
-                chosen = guide[len(choices)] if len(choices) < len(guide) else options[0]
-                if chosen not in options:
+                depth = len(choices)
+                chosen = guide[depth] if depth < len(guide) else options[0]
+                if depth < len(guide) and options != previous[depth][0]:
+                    # Same prefix as the previous replay, so the same clients must be runnable.
                     raise RuntimeError(f"programs are not deterministic: replaying "
-                                       f"{schedule_text(guide)!r}, {chosen!r} had already finished")
+                                       f"{schedule_text(guide[:depth])!r}, runnable clients were "
+                                       f"{previous[depth][0]} before and {options} now")
                 choices.append((options, chosen))
                 run.step(chosen)
             trace = run.trace()
@@ -146,7 +150,7 @@ def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any,
         outcomes.append(Outcome(trace.schedule, ok, dict(trace.results), text))
         if keep_traces:
             traces[trace.schedule] = trace
-        guide = _next_guide(choices)
+        guide, previous = _next_guide(choices), choices
     return Exploration(outcomes, traces, list(programs))
 
 

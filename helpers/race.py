@@ -24,6 +24,7 @@ notebook cell; outcome values must be picklable.
 from __future__ import annotations
 
 import multiprocessing
+import queue as queue_module
 import threading
 import time
 import traceback
@@ -168,11 +169,7 @@ class RunResult:
 
 def _release(lab: Any, client: Any) -> None:
     """Close a client handed out by lab.client(), and let the lab forget it."""
-    release = getattr(lab, "release_client", None)
-    if release is not None:
-        release(client)
-    else:
-        client.close()
+    lab.release(client)
 
 
 def _disconnect(client: Any) -> None:
@@ -401,9 +398,7 @@ def run_processes(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: i
                                  f"finish within {timeout}s; they were killed")
             try:
                 messages.append(queue.get(timeout=min(remaining, 0.5)))
-            except Exception as exc:  # queue.Empty is the only expected one
-                if type(exc).__name__ != "Empty":
-                    raise
+            except queue_module.Empty:
                 if all(not p.is_alive() for p in procs) and queue.empty():
                     raise ClientProcessError(
                         f"{clients - len(messages)} client process(es) exited without a result "

@@ -1,0 +1,176 @@
+"""helpers.explore: every interleaving is run once, and the known answers come out."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from matplotlib.figure import Figure
+
+from helpers import Lab
+from helpers.explore import Exploration, TooManySchedules, count_interleavings, explore
+from helpers.schedule import call, clock_expires, cmd
+
+LIMIT = 5
+
+
+def naive_limiter(key: str, limit: int = LIMIT):
+    def program():
+        count = int((yield cmd("GET", key)) or 0)
+        if count < limit:
+            yield cmd("INCR", key)
+            return "allowed"
+        return "rejected"
+    return program
+
+
+def lua_limiter(lab: Lab, key: str, limit: int = LIMIT):
+    script = lab.script("rate_limit_fixed_window", lab.client())
+
+    def program():
+        status, _count = yield call("EVALSHA rate_limit_fixed_window counter",
+                                    lambda c: script(keys=[key], args=[limit, 60], client=c))
+        return "allowed" if status == 1 else "rejected"
+    return program
+
+
+def incr_first_limiter(key: str, limit: int = LIMIT):
+    def program():
+        count = yield cmd("INCR", key)
+        return "allowed" if count <= limit else "rejected"
+    return program
+
+
+def one_slot_left(key: str):
+    return lambda c: c.set(key, LIMIT - 1, ex=60)
+
+
+def admitted_at_most_limit(key: str):
+    return lambda client, results: list(results.values()).count("allowed") <= 1 and int(client.get(key)) <= LIMIT
+
+
+def read_then_write(key: str, rounds: int):
+    def program():
+        for _ in range(rounds):
+            value = int((yield cmd("GET", key)) or 0)
+            yield cmd("SET", key, value + 1)
+        return "done"
+    return program
+
+
+def test_naive_limiter_one_slot_left_overshoots_in_4_of_6_schedules(lab: Lab) -> None:
+    key = lab.key("counter")
+    found = explore(lab, {"A": naive_limiter(key), "B": naive_limiter(key)}, admitted_at_most_limit(key),
+                    setup=one_slot_left(key), watch=[key])
+    assert found.total == 6 and found.bad_count == 4
+    assert found.bad == ["ABAB", "ABBA", "BAAB", "BABA"]
+    assert found.good == ["AAB", "BBA"]  # the second GET sees the limit and stops: 3 steps
+    assert found.first_bad().results == {"A": "allowed", "B": "allowed"}
+
+
+def test_naive_limiter_picture_is_stable_text(lab: Lab) -> None:
+    key = lab.key("counter")
+    found = explore(lab, {"A": naive_limiter(key), "B": naive_limiter(key)}, admitted_at_most_limit(key),
+                    setup=one_slot_left(key), watch=[key])
+    assert found.picture() == (" AAB  [ABAB] [ABBA] [BAAB] [BABA]  BBA\n"
+                               "[...] = invariant broken; 4 of 6 schedules break the invariant")
+    assert str(found) == found.picture()
+    assert found.table().splitlines()[2] == "ABAB      BROKEN     A='allowed'  B='allowed'"
+
+
+def test_lua_limiter_is_one_step_so_no_schedule_overshoots(lab: Lab) -> None:
+    key = lab.key("counter")
+    found = explore(lab, {"A": lua_limiter(lab, key), "B": lua_limiter(lab, key)},
+                    admitted_at_most_limit(key), setup=one_slot_left(key), watch=[key])
+    assert (found.total, found.bad_count) == (2, 0)
+    assert sorted(o.results["A"] for o in found.outcomes) == ["allowed", "rejected"]
+
+
+def test_incr_first_limiter_has_no_bad_schedule(lab: Lab) -> None:
+    key = lab.key("counter")
+    found = explore(lab, {"A": incr_first_limiter(key), "B": incr_first_limiter(key), "C": incr_first_limiter(key)},
+                    lambda client, results: list(results.values()).count("allowed") == 1,
+                    setup=one_slot_left(key), watch=[key])
+    assert (found.total, found.bad_count) == (6, 0)
+
+
+def test_two_clients_of_four_steps_have_70_schedules_and_lost_updates(lab: Lab) -> None:
+    key = lab.key("n")
+    found = explore(lab, {"A": read_then_write(key, 2), "B": read_then_write(key, 2)},
+                    lambda client, results: int(client.get(key)) == 4, watch=[key])
+    assert found.total == 70 == count_interleavings(4, 4)
+    assert len(set(o.schedule for o in found.outcomes)) == 70
+    expected_good = {"AAAABBBB", "BBBBAAAA", "AABBBBAA", "BBAAAABB", "AABBAABB", "BBAABBAA"}
+    assert set(found.good) == expected_good and found.bad_count == 64
+
+
+def test_schedules_are_enumerated_in_lexicographic_order(lab: Lab) -> None:
+    key = lab.key("n")
+    found = explore(lab, {"A": read_then_write(key, 1), "B": read_then_write(key, 1), "C": read_then_write(key, 1)},
+                    lambda client, results: True, watch=[key])
+    every = sorted({"".join(p) for p in itertools.permutations("AABBCC")})
+    assert [o.schedule for o in found.outcomes] == every and found.total == 90
+
+
+def test_clock_actor_is_explored_like_a_client(lab: Lab) -> None:
+    lock = lab.key("lock")
+
+    def holder(token: str):
+        def program():
+            if not (yield cmd("SET", lock, token, "NX", "PX", 30000)):
+                return "busy"
+            yield cmd("DEL", lock)
+            return "released"
+        return program
+    found = explore(lab, {"A": holder("a"), "T": clock_expires(lock)},
+                    lambda client, results: client.exists(lock) == 0, watch=[lock])
+    assert [o.schedule for o in found.outcomes] == ["AAT", "ATA", "TAA"] and found.bad_count == 0
+
+
+def test_non_deterministic_programs_are_detected(lab: Lab) -> None:
+    key = lab.key("n")
+    runs = itertools.count()
+
+    def flaky():
+        yield cmd("INCR", key)
+        if next(runs) % 2 == 0:
+            yield cmd("INCR", key)
+        return "done"
+    with pytest.raises(RuntimeError, match="not deterministic"):
+        explore(lab, {"A": flaky, "B": read_then_write(key, 1)}, lambda c, r: True, watch=[key])
+
+
+def test_too_many_schedules_raise(lab: Lab) -> None:
+    key = lab.key("n")
+    with pytest.raises(TooManySchedules):
+        explore(lab, {"A": read_then_write(key, 2), "B": read_then_write(key, 2)}, lambda c, r: True,
+                watch=[key], max_schedules=10)
+
+
+def test_invariant_must_return_a_bool(lab: Lab) -> None:
+    key = lab.key("n")
+    with pytest.raises(TypeError, match="must return a bool"):
+        explore(lab, {"A": read_then_write(key, 1)}, lambda c, r: "yes", watch=[key])
+
+
+def test_plot_renders_every_schedule_to_png(lab: Lab, tmp_path: Path) -> None:
+    key = lab.key("counter")
+    found = explore(lab, {"A": naive_limiter(key), "B": naive_limiter(key)}, admitted_at_most_limit(key),
+                    setup=one_slot_left(key), watch=[key])
+    fig = found.plot(title="GET then INCR")
+    assert isinstance(fig, Figure)
+    assert "4 of 6 schedules break the invariant" in fig.axes[0].get_title()
+    fig.savefig(tmp_path / "grid.png")
+    assert (tmp_path / "grid.png").stat().st_size > 1000
+
+
+def test_count_interleavings_is_the_multinomial() -> None:
+    assert count_interleavings(2, 2) == 6 and count_interleavings(4, 4) == 70
+    assert count_interleavings(3, 3, 3) == 1680 and count_interleavings() == 1
+    with pytest.raises(ValueError):
+        count_interleavings(-1)
+
+
+def test_exploration_without_traces_still_counts() -> None:
+    assert Exploration([]).total == 0 and Exploration([]).first_bad() is None
