@@ -27,7 +27,8 @@ counts overlapping ones, i.e. two clients holding a valid lease on the same lock
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Generator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ import redis
 import xxhash
 from redis.commands.core import Script
 
+from helpers.schedule import Step, cmd
 from helpers.scripts import load_script
 
 TOKEN_BYTES = 20
@@ -124,15 +126,19 @@ def release_blind(client: Any, key: str, token: Any = None) -> bool:
     return client.delete(key) == 1
 
 
-def release_check_then_del(client: Any, key: str, token: Any) -> bool:
+def release_check_then_del(client: Any, key: str, token: Any,
+                           between: Callable[[], Any] | None = None) -> bool:
     """Return True if GET matched token and the DEL that followed deleted the key.
 
     BROKEN: between the GET and the DEL the lease can expire and another client take the lock;
-    the DEL then deletes that client's lock.
+    the DEL then deletes that client's lock. between(), if given, runs in that window (a demo's
+    stand-in for a GC pause landing exactly there).
     """
     _check_token(token)
     if not same_token(client.get(key), token):
         return False
+    if between is not None:
+        between()
     return client.delete(key) == 1
 
 
@@ -239,14 +245,18 @@ def write_fenced(client: Any, resource: str, fence_seen: str, fence: int, value:
 
 @dataclass(frozen=True)
 class LeaseSpan:
-    """An interval (monotonic ns) during which client_id certainly held a valid lease."""
+    """An interval (monotonic ns) during which client certainly held a valid lease.
 
-    client_id: Any
+    Its fields match ``helpers.timeline.Span``, so plot_timeline draws it and its overlaps.
+    """
+
+    client: Any
     start_ns: int
     end_ns: int
+    label: str = "valid lease"
 
 
-def lease_span(client_id: Any, acquire_start_ns: int, acquire_end_ns: int, release_start_ns: int,
+def lease_span(client: Any, acquire_start_ns: int, acquire_end_ns: int, release_start_ns: int,
                ttl_ms: int, slack_ns: int = EXPIRY_SLACK_NS) -> LeaseSpan | None:
     """Return the span a holder certainly held its lease, or None if it may have held it not at all.
 
@@ -256,7 +266,7 @@ def lease_span(client_id: Any, acquire_start_ns: int, acquire_end_ns: int, relea
     of the same lock can never overlap; an overlap means a release deleted a lock it did not own.
     """
     end = min(release_start_ns, acquire_start_ns + ttl_ms * 1_000_000 - slack_ns)
-    return LeaseSpan(client_id, acquire_end_ns, end) if end > acquire_end_ns else None
+    return LeaseSpan(client, acquire_end_ns, end) if end > acquire_end_ns else None
 
 
 def violations(spans: Iterable[LeaseSpan]) -> list[tuple[LeaseSpan, LeaseSpan]]:
@@ -266,32 +276,201 @@ def violations(spans: Iterable[LeaseSpan]) -> list[tuple[LeaseSpan, LeaseSpan]]:
     active: list[LeaseSpan] = []
     for span in ordered:
         active = [a for a in active if a.end_ns > span.start_ns]
-        pairs.extend((a, span) for a in active if a.client_id != span.client_id)
+        pairs.extend((a, span) for a in active if a.client != span.client)
         active.append(span)
     return pairs
 
 
 def lease_spans(history: Sequence[Any], ttl_ms: int, acquire_label: str = "acquire",
-                release_label: str = "release") -> list[LeaseSpan]:
+                release_label: str = "release", extend_label: str = "extend") -> list[LeaseSpan]:
     """Return the certainly-held spans of a race history (Ops with client_id, label, start_ns, end_ns, result).
 
     Pairs each client's successful acquire (an Op whose result is truthy) with that client's next
-    release Op; a holder with no release yet holds until its lease runs out.
+    release Op; a holder with no release holds until its lease runs out. A successful extend Op
+    (truthy result) moves the end of the lease to its start + ttl, as the client believes it did.
     """
     by_client: dict[Any, list[Any]] = {}
     for op in sorted(history, key=lambda o: o.start_ns):
         by_client.setdefault(op.client_id, []).append(op)
     spans: list[LeaseSpan] = []
-    for client_id, ops in by_client.items():
+    for client, ops in by_client.items():
         held: Any = None
+        lease_from = 0
         for op in ops:
             if op.label == acquire_label and op.result:
-                held = op
+                held, lease_from = op, op.start_ns
+            elif op.label == extend_label and held is not None and op.result:
+                lease_from = op.start_ns
             elif op.label == release_label and held is not None:
-                span = lease_span(client_id, held.start_ns, held.end_ns, op.start_ns, ttl_ms)
-                spans.extend([span] if span else [])
+                spans.extend(_span_or_nothing(client, held, lease_from, op.start_ns, ttl_ms))
                 held = None
         if held is not None:
-            span = lease_span(client_id, held.start_ns, held.end_ns, 2 ** 63, ttl_ms)
-            spans.extend([span] if span else [])
+            spans.extend(_span_or_nothing(client, held, lease_from, 2 ** 63, ttl_ms))
     return spans
+
+
+def _span_or_nothing(client: Any, acquired: Any, lease_from_ns: int, release_start_ns: int,
+                     ttl_ms: int) -> list[LeaseSpan]:
+    span = lease_span(client, lease_from_ns, acquired.end_ns, release_start_ns, ttl_ms)
+    return [span] if span is not None else []
+
+
+# ------------------------------------------------------------------ threaded load
+
+@dataclass(frozen=True)
+class LockLoad:
+    """How each client of a threaded run uses the lock: lease, work, and which cycles overrun.
+
+    Every pause_every-th cycle of each client (staggered by client id) pauses for pause_s, in
+    the critical section (pause_where="work") or, for release_check_then_del, between its GET
+    and its DEL (pause_where="release"). A pause longer than the lease is an overrun.
+    """
+
+    key: str
+    ttl_ms: int = 5
+    work_s: float = 0.0002
+    pause_s: float = 0.010
+    pause_every: int = 10
+    pause_where: str = "work"
+    retry_s: float = 0.0002
+
+    def pauses(self, client_id: int, iteration: int) -> bool:
+        """Return True if this cycle of this client pauses."""
+        return self.pause_every > 0 and (iteration + client_id) % self.pause_every == 0
+
+
+def lock_cycle(load: LockLoad, release: Callable[..., Any]) -> Callable[[Any], Any]:
+    """Return a run_clients client_fn: spin until SET NX PX succeeds, work (maybe pause), release.
+
+    Records ops "acquire" (the successful attempt), "work" and "release" (result: what release
+    returned) in the history; returns the release's result, so RunResult.counts() tallies them.
+    """
+    if load.pause_where not in ("work", "release"):
+        raise ValueError(f"pause_where is 'work' or 'release', got {load.pause_where!r}")
+
+    def client_fn(ctx: Any) -> Any:
+        client, token = ctx.client, new_token()
+        paused = load.pauses(ctx.client_id, ctx.iteration)
+        while True:
+            start = _monotonic_ns()
+            taken = acquire(client, load.key, token, load.ttl_ms)
+            if taken:
+                ctx.record("acquire", start, _monotonic_ns(), True)
+                break
+            ctx.think(load.retry_s)
+        with ctx.op("work") as work:
+            ctx.think(load.pause_s if paused and load.pause_where == "work" else load.work_s)
+            work.result = "overran" if paused and load.pause_s * 1000 > load.ttl_ms else "ok"
+        with ctx.op("release") as rel:
+            if paused and load.pause_where == "release":
+                rel.result = release(client, load.key, token, between=lambda: ctx.think(load.pause_s))
+            else:
+                rel.result = release(client, load.key, token)
+        return rel.result
+
+    return client_fn
+
+
+def _monotonic_ns() -> int:
+    return time.monotonic_ns()
+
+
+# ------------------------------------------------------------------ forced schedules
+
+def take_program(key: str, token: str, ttl_ms: int) -> Any:
+    """Return a schedule program that tries SET key token NX PX once: "holding" or "busy"."""
+    def program() -> Generator[Step, Any, str]:
+        taken = yield cmd("SET", key, token, "NX", "PX", ttl_ms)
+        return "holding" if taken else "busy"
+    return program
+
+
+def lease_runs_out(key: str, token: str) -> Any:
+    """Return a one-step clock program: if key holds token, its lease runs out now (PEXPIREAT key 1)."""
+    def expire_if_held(client: Any) -> str:
+        if not same_token(client.get(key), token):
+            return "lease not held: nothing expires"
+        client.execute_command("PEXPIREAT", key, 1)
+        return "lease ran out: key expired"
+
+    def program() -> Generator[Step, Any, str]:
+        return (yield Step("", expire_if_held, ("(clock)", token, "lease on", key, "runs out")))
+    return program
+
+
+def release_steps(method: str, key: str, token: str) -> Generator[Step, Any, Any]:
+    """Yield the steps of one release method in a schedule program; return what it reports.
+
+    Methods: blind, check_then_del, lua, lua_checked, watch, delex, digest.
+    """
+    if method == "blind":
+        return (yield cmd("DEL", key)) == 1
+    if method == "check_then_del":
+        if not same_token((yield cmd("GET", key)), token):
+            return False
+        return (yield cmd("DEL", key)) == 1
+    if method in ("lua", "lua_checked"):
+        stem = "lock_release" if method == "lua" else "lock_release_checked"
+        run = lambda c: load_script(c, stem)(keys=[key], args=[token])  # noqa: E731
+        reply = yield Step("EVALSHA", run, ("EVALSHA", f"{stem}.lua", key, token))
+        return reply == 1 if method == "lua" else {1: RELEASED, None: EXPIRED, -1: STOLEN}[reply]
+    if method == "watch":
+        yield cmd("WATCH", key)
+        if not same_token((yield cmd("GET", key)), token):
+            yield cmd("UNWATCH")
+            return False
+        yield cmd("MULTI")
+        yield cmd("DEL", key)
+        return (yield cmd("EXEC")) == [1]
+    if method == "delex":
+        return (yield cmd("DELEX", key, "IFEQ", token)) == 1
+    if method == "digest":
+        return (yield cmd("DELEX", key, "IFDEQ", token_digest(token))) == 1
+    raise ValueError(f"unknown release method {method!r}")
+
+
+RELEASE_METHODS = ("blind", "check_then_del", "lua", "lua_checked", "watch", "delex", "digest")
+
+
+def holder_program(key: str, token: str, ttl_ms: int, method: str) -> Any:
+    """Return a schedule program: SET key token NX PX ttl_ms, then release by method.
+
+    Returns "busy" if the lock was held, else "released" / "not released" (or the
+    lua_checked status: released / expired / stolen).
+    """
+    if method not in RELEASE_METHODS:
+        raise ValueError(f"method must be one of {', '.join(RELEASE_METHODS)}, got {method!r}")
+
+    def program() -> Generator[Step, Any, Any]:
+        if not (yield cmd("SET", key, token, "NX", "PX", ttl_ms)):
+            return "busy"
+        outcome = yield from release_steps(method, key, token)
+        if isinstance(outcome, str):
+            return outcome
+        return "released" if outcome else "not released"
+    return program
+
+
+def fenced_holder_program(lock: str, fence_key: str, resource: str, seen: str, token: str, ttl_ms: int,
+                          value: str, fenced: bool) -> Any:
+    """Return a schedule program: fenced acquire, write value to resource (fenced or not), Lua release.
+
+    Returns "busy", or "wrote" / "write refused" followed by the release outcome.
+    """
+    def acquire_step(client: Any) -> Any:
+        return acquire_fenced(client, lock, fence_key, token, ttl_ms)
+
+    def write_step(fence: int) -> Step:
+        if fenced:
+            return Step("EVALSHA", lambda c: write_fenced(c, resource, seen, fence, value),
+                        ("EVALSHA", "fenced_write.lua", resource, seen, fence, value))
+        return cmd("SET", resource, value)
+
+    def program() -> Generator[Step, Any, str]:
+        fence = yield Step("MULTI", acquire_step, ("MULTI SET", lock, token, "NX PX", ttl_ms, "+ INCR", fence_key, "EXEC"))
+        if fence is None:
+            return "busy"
+        wrote = yield write_step(fence)
+        released = yield from release_steps("lua", lock, token)
+        return f"{'wrote' if wrote else 'write refused'}, {'released' if released else 'not released'}"
+    return program

@@ -325,7 +325,7 @@ def test_lease_spans_pair_acquires_with_the_next_release_per_client() -> None:
         Op(1, "release", 30 * MS, 31 * MS, True),  # overran: lease ended first
     ]
     spans = locks.lease_spans(history, ttl_ms=10)
-    assert sorted(spans, key=lambda s: s.client_id) == [
+    assert sorted(spans, key=lambda s: s.client) == [
         locks.LeaseSpan(0, 1 * MS, 4 * MS),
         locks.LeaseSpan(1, 3 * MS, 12 * MS - locks.EXPIRY_SLACK_NS),
     ]
@@ -335,3 +335,121 @@ def test_lease_spans_pair_acquires_with_the_next_release_per_client() -> None:
 def test_lease_spans_count_an_unreleased_holder_until_its_lease_ends() -> None:
     spans = locks.lease_spans([Op(0, "acquire", 0, MS, True)], ttl_ms=10)
     assert spans == [locks.LeaseSpan(0, MS, 10 * MS - locks.EXPIRY_SLACK_NS)]
+
+
+def test_lease_spans_follow_successful_extends_only() -> None:
+    history = [
+        Op(0, "acquire", 0, 1 * MS, True),
+        Op(0, "extend", 8 * MS, 9 * MS, True),  # lease now lasts until 8 + 10 ms
+        Op(0, "extend", 30 * MS, 31 * MS, False),  # too late: changes nothing
+        Op(0, "release", 40 * MS, 41 * MS, False),
+    ]
+    assert locks.lease_spans(history, ttl_ms=10) == [locks.LeaseSpan(0, 1 * MS, 18 * MS - locks.EXPIRY_SLACK_NS)]
+
+
+def test_release_check_then_del_runs_between_in_the_window(lab: Lab) -> None:
+    c, thief, key = lab.client(), lab.client(), lab.key("lock")
+    locks.acquire(c, key, MINE, 30_000)
+
+    def lease_lost_and_lock_taken() -> None:
+        thief.delete(key)
+        thief.set(key, THEIRS, px=30_000)
+
+    assert locks.release_check_then_del(c, key, MINE, between=lease_lost_and_lock_taken) is True
+    assert c.exists(key) == 0
+
+
+# ------------------------------------------------------------------ threaded load
+
+def test_lock_load_pauses_every_nth_cycle_staggered_by_client() -> None:
+    load = locks.LockLoad(key="k", pause_every=4)
+    assert [i for i in range(8) if load.pauses(1, i)] == [3, 7]
+    assert [i for i in range(8) if load.pauses(0, i)] == [0, 4]
+    assert not any(locks.LockLoad(key="k", pause_every=0).pauses(0, i) for i in range(8))
+
+
+def test_lock_cycle_rejects_an_unknown_pause_place() -> None:
+    with pytest.raises(ValueError):
+        locks.lock_cycle(locks.LockLoad(key="k", pause_where="elsewhere"), locks.release_lua)
+
+
+def test_blind_release_under_overrunning_load_violates_mutual_exclusion(lab: Lab) -> None:
+    from helpers.race import run_clients
+
+    load = locks.LockLoad(key=lab.key("lock"), ttl_ms=5, pause_s=0.012, pause_every=4)
+    result = run_clients(lab, locks.lock_cycle(load, locks.release_blind), clients=3, iterations=24)
+    assert result.calls == 72
+    assert locks.violations(locks.lease_spans(result.history, load.ttl_ms))
+
+
+@pytest.mark.parametrize("name", ["lua", "watch", "delex"])
+def test_safe_release_under_overrunning_load_keeps_mutual_exclusion(lab: Lab, name: str) -> None:
+    from helpers.race import run_clients
+
+    load = locks.LockLoad(key=lab.key("lock"), ttl_ms=5, pause_s=0.012, pause_every=4)
+    result = run_clients(lab, locks.lock_cycle(load, SAFE_RELEASES[name]), clients=3, iterations=24)
+    overran = [op for op in result.history if op.label == "work" and op.result == "overran"]
+    assert len(overran) == 18
+    assert result.count(False) >= 1  # some overrunning holder found its lock gone and deleted nothing
+    assert locks.violations(locks.lease_spans(result.history, load.ttl_ms)) == []
+
+
+# ------------------------------------------------------------------ forced schedules
+
+def _programs(lab: Lab, method: str) -> dict[str, Any]:
+    key = lab.key("lock")
+    return {"A": locks.holder_program(key, "tok-A", 10_000, method), "T": locks.lease_runs_out(key, "tok-A"),
+            "B": locks.take_program(key, "tok-B", 10_000)}
+
+
+def _b_keeps_its_lock(lab: Lab) -> Any:
+    return lambda client, results: results["B"] != "holding" or client.get(lab.key("lock")) == "tok-B"
+
+
+@pytest.mark.parametrize("method, bad", [("blind", ["ATBA"]), ("check_then_del", ["AATBA"])])
+def test_explorer_finds_exactly_the_schedule_that_breaks_a_naive_release(lab: Lab, method: str, bad: list[str]) -> None:
+    from helpers.explore import explore
+
+    found = explore(lab, _programs(lab, method), _b_keeps_its_lock(lab), watch=[lab.key("lock")])
+    assert found.bad == bad
+
+
+@pytest.mark.parametrize("method", ["lua", "lua_checked", "watch", "delex", "digest"])
+def test_explorer_finds_no_bad_schedule_for_a_safe_release(lab: Lab, method: str) -> None:
+    from helpers.explore import explore
+
+    found = explore(lab, _programs(lab, method), _b_keeps_its_lock(lab), watch=[lab.key("lock")])
+    assert found.total >= 11 and found.bad == []
+
+
+def test_lease_runs_out_only_for_the_named_token(lab: Lab) -> None:
+    from helpers.schedule import run_schedule
+
+    key = lab.key("lock")
+    programs = {"B": locks.take_program(key, "tok-B", 10_000), "T": locks.lease_runs_out(key, "tok-A")}
+    trace = run_schedule(lab, programs, "BT", watch=[key])
+    assert trace.results == {"B": "holding", "T": "lease not held: nothing expires"}
+    assert lab.client().get(key) == "tok-B"
+
+
+def test_holder_program_rejects_an_unknown_method(lab: Lab) -> None:
+    with pytest.raises(ValueError):
+        locks.holder_program(lab.key("lock"), "tok", 1000, "hope")
+
+
+@pytest.mark.parametrize("fenced, a_result, resource", [
+    (False, "wrote, not released", "A's report"),
+    (True, "write refused, not released", "B's report"),
+])
+def test_fencing_refuses_the_paused_holders_late_write(lab: Lab, fenced: bool, a_result: str, resource: str) -> None:
+    from helpers.schedule import run_schedule
+
+    lock, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
+    res, seen = lab.ns.tagged("job", "resource"), lab.ns.tagged("job", "resource:fence")
+    programs = {name: locks.fenced_holder_program(lock, fence, res, seen, f"tok-{name}", 10_000,
+                                                  f"{name}'s report", fenced) for name in "AB"}
+    programs["T"] = locks.lease_runs_out(lock, "tok-A")
+    trace = run_schedule(lab, programs, "ATBBAAB", watch=[lock, res])
+    assert trace.results["A"] == a_result
+    assert trace.results["B"] == "wrote, released"
+    assert lab.client().get(res) == resource
