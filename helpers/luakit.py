@@ -49,6 +49,19 @@ def scratch_server(*args: str) -> Iterator[RedisServer | None]:
         server.stop()
 
 
+@contextmanager
+def restarted(server: RedisServer) -> Iterator[RedisServer]:
+    """Shut server down with SAVE, yield a new throwaway server started on its saved data; stop it on exit."""
+    with server.client() as client:
+        client.shutdown(save=True)
+    server.process.wait(timeout=10)
+    new = RedisServer(extra_args=[*server.extra_args, "--dir", str(server.workdir)]).start()
+    try:
+        yield new
+    finally:
+        new.stop()
+
+
 def error_text(exc: BaseException) -> str:
     """Return 'ExceptionClass: message' with the script location noise removed."""
     message = _SCRIPT_PREFIX.sub("", str(exc).strip())
@@ -62,6 +75,25 @@ def reply_text(call: Callable[[], Any]) -> str:
         return repr(call())
     except redis.RedisError as exc:
         return error_text(exc)
+
+
+RESERVATION_ACTIONS = {
+    "RESERVED": "business: confirm the booking",
+    "ALREADY_BOOKED": "business: our earlier attempt succeeded; confirm it (do not book again)",
+    "SOLD_OUT": "business: tell the customer; retrying gives the same answer",
+    "NOT_ON_SALE": "business: tell the customer; retrying gives the same answer",
+}
+
+
+def reservation_action(call: Callable[[], Any]) -> str:
+    """Run one reserve_seats call; return what its caller should do next with the outcome."""
+    try:
+        status, _number = call()
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        return f"unknown outcome ({type(exc).__name__}): retry with the SAME booking id"
+    except redis.ResponseError as exc:
+        return f"technical fault ({error_text(exc)}): log and alert, never retry blindly"
+    return RESERVATION_ACTIONS.get(status, f"unexpected status {status!r}: treat as a fault")
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -142,3 +174,84 @@ def longest_wait_during(call: Callable[[], Any], probe: Any, key: str) -> tuple[
     if isinstance(result, BaseException):
         raise result
     return background.seconds, longest
+
+
+def increment_with_watch(client: Any, key: str) -> int:
+    """Add 1 to key with WATCH/GET/MULTI/SET/EXEC, retrying on conflict; return the retries needed."""
+    retries = 0
+    with client.pipeline(transaction=True) as pipe:
+        while True:
+            try:
+                pipe.watch(key)
+                value = int(pipe.get(key) or 0)
+                pipe.multi()
+                pipe.set(key, value + 1)
+                pipe.execute()
+                return retries
+            except redis.WatchError:
+                retries += 1
+
+
+def increment_with_ifeq(client: Any, key: str) -> int:
+    """Add 1 to an existing key with GET then SET ... IFEQ (Redis 8.4), retrying on conflict; return the retries."""
+    retries = 0
+    while True:
+        old = client.get(key)
+        if old is None:
+            raise KeyError(f"{key} must exist before a compare-and-set increment")
+        if client.execute_command("SET", key, int(old) + 1, "IFEQ", old):
+            return retries
+        retries += 1
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    """One strategy under concurrent load: time, operations, retries and the final counter."""
+
+    strategy: str
+    seconds: float
+    operations: int
+    retries: int
+    final: int
+
+    @property
+    def micros_per_op(self) -> float:
+        """Return wall-clock microseconds per operation (all threads together)."""
+        return self.seconds * 1e6 / self.operations
+
+    @property
+    def lost_updates(self) -> int:
+        """Return how many increments the counter is missing."""
+        return self.operations - self.final
+
+
+def run_increments(lab: Any, strategy: str, increment: Callable[[Any, str], int], key: str,
+                   threads: int = 4, per_thread: int = 100) -> LoadResult:
+    """Run increment(client, key) per_thread times in each of threads threads (own clients); return the figures."""
+    clients = [lab.client() for _ in range(threads)]
+    retries = [0] * threads
+    errors: list[BaseException] = []
+    start = threading.Barrier(threads + 1)
+
+    def worker(i: int) -> None:
+        start.wait()
+        try:
+            for _ in range(per_thread):
+                retries[i] += increment(clients[i], key)
+        except (redis.RedisError, KeyError, ValueError) as exc:
+            errors.append(exc)
+
+    workers = [threading.Thread(target=worker, args=(i,), name=f"racelab-{strategy}-{i}") for i in range(threads)]
+    for w in workers:
+        w.start()
+    start.wait()
+    began = time.perf_counter()
+    for w in workers:
+        w.join()
+    seconds = time.perf_counter() - began
+    final = int(clients[0].get(key) or 0)
+    for c in clients:
+        lab.release(c)
+    if errors:
+        raise errors[0]
+    return LoadResult(strategy, seconds, threads * per_thread, sum(retries), final)

@@ -8,7 +8,9 @@ import time
 import pytest
 import redis
 
-from helpers.luakit import (error_text, longest_wait_during, reply_text, run_in_background,
+from helpers.luakit import (error_text, increment_with_ifeq, increment_with_watch, longest_wait_during,
+                            reservation_action, restarted,
+                            reply_text, run_in_background, run_increments,
                             scratch_server, server_available, text_table)
 
 
@@ -72,3 +74,72 @@ def test_scratch_server_runs_inside_the_block_and_stops_after() -> None:
     with scratch_server("--maxmemory", "10mb") as server:
         assert server is not None and server.client().config_get("maxmemory")["maxmemory"] in ("10485760", b"10485760")
     assert not server.is_running()
+
+
+@pytest.mark.parametrize("strategy", ["watch", "ifeq"])
+def test_compare_and_set_increments_lose_no_update_under_threads(lab, strategy: str) -> None:
+    if strategy == "ifeq" and not lab.caps.set_ifeq:
+        pytest.skip("this backend has no SET IFEQ")
+    key = lab.key("counter")
+    lab.client().set(key, 0)
+    increment = increment_with_watch if strategy == "watch" else increment_with_ifeq
+    result = run_increments(lab, strategy, increment, key, threads=4, per_thread=50)
+    assert result.operations == 200 and result.final == 200 and result.lost_updates == 0
+    assert result.retries >= 0 and result.micros_per_op > 0
+
+
+def test_a_racy_increment_is_reported_as_lost_updates(lab) -> None:
+
+    def get_then_set(client, key: str) -> int:
+        value = int(client.get(key))
+        time.sleep(0.0005)
+        client.set(key, value + 1)
+        return 0
+
+    key = lab.key("counter")
+    lab.client().set(key, 0)
+    result = run_increments(lab, "get-then-set", get_then_set, key, threads=4, per_thread=20)
+    assert result.lost_updates == 80 - result.final and result.lost_updates > 0
+
+
+def test_ifeq_increment_refuses_a_missing_key(lab) -> None:
+    with pytest.raises(KeyError):
+        increment_with_ifeq(lab.client(), lab.key("missing"))
+
+
+def test_run_increments_reraises_a_worker_error(lab) -> None:
+    key = lab.key("h")
+    lab.client().hset(key, "f", "v")
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        run_increments(lab, "incr", lambda c, k: c.incr(k) and 0, key, threads=2, per_thread=3)
+
+
+def test_reservation_action_separates_business_outcomes_faults_and_lost_replies() -> None:
+
+
+    def lost() -> None:
+        raise redis.TimeoutError("timed out")
+
+    def wrongtype() -> None:
+        raise redis.ResponseError("WRONGTYPE Operation against a key")
+
+    assert reservation_action(lambda: ["SOLD_OUT", 0]).startswith("business: tell the customer")
+    assert reservation_action(lambda: ["RESERVED", 3]) == "business: confirm the booking"
+    assert "SAME booking id" in reservation_action(lost)
+    assert reservation_action(wrongtype).startswith("technical fault (ResponseError: WRONGTYPE")
+    assert reservation_action(lambda: ["MAYBE", 1]).startswith("unexpected status")
+
+
+@pytest.mark.skipif(not server_available(), reason="no redis-server binary")
+def test_restarted_keeps_saved_data_and_functions_but_not_the_script_cache() -> None:
+
+    with scratch_server() as server:
+        c = server.client(decode_responses=True)
+        c.set("k", "v")
+        sha = c.script_load("return 1")
+        with restarted(server) as new:
+            assert not server.is_running()
+            fresh = new.client(decode_responses=True)
+            assert fresh.get("k") == "v"
+            assert fresh.script_exists(sha) == [False]
+        assert not new.is_running()
