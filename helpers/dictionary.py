@@ -17,6 +17,12 @@ lab's ``ctx.think``), so a race shows up under load on every backend.
   racelab_dict library by FCALL. One round trip, atomic, O(1).
 - ``register_watch_multi``: optimistic WATCH/MULTI/EXEC with bounded retries.
 
+``strategy(name, keys)`` binds one of them to a dictionary; ``run_workload`` runs it from many
+threads (``helpers.race.run_clients``); ``latency_by_size`` times a registration against the
+dictionary's size. The ``*_program`` functions are the same strategies as schedule programs for
+``helpers.schedule`` / ``helpers.explore`` (one step per Redis command; the script and the
+function are one step each).
+
 ``check_dictionary`` verifies the invariant: a bijection with dense ids 1..N (and, for the
 indexed layout, an index that is its exact inverse and a counter equal to N), and that every
 worker got the same id for the same string.
@@ -32,8 +38,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.commands.core import Script
 
 from helpers.namespace import Namespace
+from helpers.race import RunResult, run_clients
+from helpers.schedule import Program, call, cmd
+from helpers.scripts import lua_source
 
 COUNTER_FIELD = "last_id"
 SCRIPT = "dict_get_or_put"          # lua/dict_get_or_put.lua
@@ -123,8 +133,13 @@ def register_counter_naive(client: Any, keys: DictKeys, text: Text, think: Think
     return Registration(new_id, 4)
 
 
+def dict_script(name: str = SCRIPT) -> Script:
+    """Return lua/<name>.lua as a Script bound to no client: call it with client=... (EVALSHA, NOSCRIPT-safe)."""
+    return Script(None, lua_source(name).encode())
+
+
 def register_lua(client: Any, keys: DictKeys, text: Text, script: Any) -> Registration:
-    """Return text's id from lua/dict_get_or_put.lua (script = load_script(any client, SCRIPT))."""
+    """Return text's id from lua/dict_get_or_put.lua (script = dict_script() or load_script(c, SCRIPT))."""
     return Registration(int(script(keys=keys.all(), args=[text], client=client)), 1)
 
 
@@ -170,11 +185,90 @@ def register_watch_multi(client: Any, keys: DictKeys, text: Text, think: Think |
     raise RetriesExhausted(f"WATCH/MULTI: EXEC aborted {max_attempts} times in a row")
 
 
+Register = Callable[[Any, Text, Think | None], Registration]
+STRATEGIES = {
+    "hgetall_hsetnx": "HGETALL + HSETNX",
+    "counter": "counter (naive)",
+    "lua": "Lua script",
+    "function": "Function (FCALL)",
+    "watch": "WATCH/MULTI",
+}
+
+
+def strategy(name: str, keys: DictKeys) -> Register:
+    """Return register(client, text, think) for one of STRATEGIES' names, bound to the dictionary keys."""
+    if name == "hgetall_hsetnx":
+        return lambda client, text, think=None: register_hgetall_hsetnx(client, keys, text, think)
+    if name == "counter":
+        return lambda client, text, think=None: register_counter_naive(client, keys, text, think)
+    if name == "lua":
+        script = dict_script()
+        return lambda client, text, think=None: register_lua(client, keys, text, script)
+    if name == "function":
+        return lambda client, text, think=None: register_function(client, keys, text)
+    if name == "watch":
+        return lambda client, text, think=None: register_watch_multi(client, keys, text, think)
+    raise ValueError(f"unknown strategy {name!r}; choose one of {', '.join(STRATEGIES)}")
+
+
+@dataclass
+class Workload:
+    """A threaded run of registrations: every answer and what each registration cost."""
+
+    run: RunResult
+    answers: list[tuple[str, int]]
+    registrations: list[Registration]
+
+    @property
+    def count(self) -> int:
+        """Return how many registrations completed."""
+        return len(self.registrations)
+
+    @property
+    def round_trips_per_registration(self) -> float:
+        """Return the mean number of round trips per registration."""
+        return sum(r.round_trips for r in self.registrations) / max(1, self.count)
+
+    @property
+    def retries(self) -> int:
+        """Return the total number of retries."""
+        return sum(r.retries for r in self.registrations)
+
+    @property
+    def read_s(self) -> float:
+        """Return the total time spent in HGETALL, in seconds, summed over workers."""
+        return sum(r.read_ns for r in self.registrations) / 1e9
+
+    @property
+    def throughput(self) -> float:
+        """Return registrations per second of wall time."""
+        return self.run.throughput
+
+
+def run_workload(lab: Any, plan: Sequence[Sequence[str]], register: Register, think_time: float = 0.0,
+                 timeout: float = 120.0) -> Workload:
+    """Return the Workload of one thread per plan row registering its strings in order (all start together)."""
+    def client_fn(ctx: Any) -> tuple[str, Registration]:
+        text = plan[ctx.client_id][ctx.iteration]
+        reg = register(ctx.client, text, ctx.think)
+        if reg.retries:
+            ctx.retry(reg.retries)
+        return text, reg
+
+    iterations = {len(row) for row in plan}
+    if len(iterations) != 1:
+        raise ValueError("every worker of the plan must register the same number of strings")
+    run = run_clients(lab, client_fn, clients=len(plan), iterations=iterations.pop(), think_time=think_time,
+                      timeout=timeout)
+    pairs = [value for _, _, value in run.outcomes]
+    return Workload(run, [(text, reg.id) for text, reg in pairs], [reg for _, reg in pairs])
+
+
 def prefill(client: Any, keys: DictKeys, count: int, with_index: bool = True, chunk: int = 2000,
-            prefix: str = "field") -> int:
-    """Write strings f'{prefix}{i}' under ids 1..count (and index + counter if with_index); return count."""
-    for start in range(1, count + 1, chunk):
-        numbers = range(start, min(start + chunk, count + 1))
+            prefix: str = "field", start: int = 1) -> int:
+    """Write strings f'{prefix}{i}' under ids start..count (and index + counter if with_index); return count."""
+    for first in range(start, count + 1, chunk):
+        numbers = range(first, min(first + chunk, count + 1))
         pipe = client.pipeline(transaction=False)
         pipe.hset(keys.ids, mapping={n: f"{prefix}{n}" for n in numbers})
         if with_index:
@@ -183,6 +277,49 @@ def prefill(client: Any, keys: DictKeys, count: int, with_index: bool = True, ch
     if with_index and count:
         client.hset(keys.meta, COUNTER_FIELD, count)
     return count
+
+
+def truncate(client: Any, keys: DictKeys, size: int) -> int:
+    """Remove every id above size (and its index entry), set the counter to size; return how many were removed."""
+    last = int(client.hlen(keys.ids))
+    extra = list(range(size + 1, last + 1))
+    if extra:
+        texts = client.hmget(keys.ids, extra)
+        client.hdel(keys.ids, *extra)
+        stale = [t for t in texts if t is not None]
+        if stale:
+            client.hdel(keys.index, *stale)
+    if client.exists(keys.meta):
+        client.hset(keys.meta, COUNTER_FIELD, size)
+    return len(extra)
+
+
+def latency_by_size(client: Any, keys: DictKeys, sizes: Sequence[int], repeats: int = 5,
+                    lua_number: int = 20) -> dict[str, list[dict[str, Any]]]:
+    """Return {strategy label: tidy rows {size, median, p5, ...} of seconds per new-string registration}.
+
+    One dictionary grows through the sizes (prefill adds only what is missing); at each size the
+    Lua script and then HGETALL + HSETNX register fresh strings, and truncate() removes them
+    again, so both always see exactly `size` strings. The miss path is timed: the full cost.
+    """
+    from helpers.measure import measure  # local: only the sweep needs it
+
+    script = dict_script()
+    fresh = iter(range(10**12))
+    rows: dict[str, list[dict[str, Any]]] = {STRATEGIES["hgetall_hsetnx"]: [], STRATEGIES["lua"]: []}
+    filled = 0
+    for size in sorted(sizes):
+        prefill(client, keys, size, start=filled + 1)
+        filled = size
+        lua = measure(lambda: register_lua(client, keys, f"~new{next(fresh)}", script),
+                      warmup=2, repeats=repeats, number=lua_number)
+        truncate(client, keys, size)
+        scan = measure(lambda: register_hgetall_hsetnx(client, keys, f"~new{next(fresh)}"),
+                       warmup=1, repeats=repeats)
+        truncate(client, keys, size)
+        rows[STRATEGIES["lua"]].append({"size": size, **lua.row()})
+        rows[STRATEGIES["hgetall_hsetnx"]].append({"size": size, **scan.row()})
+    return rows
 
 
 def vocabulary(size: int, prefix: str = "column_") -> list[str]:
@@ -290,3 +427,69 @@ def check_dictionary(client: Any, keys: DictKeys, answers: Iterable[tuple[Text, 
         problems += _index_problems(client, keys, by_id)
     problems += _answer_problems(answers, by_id)
     return DictCheck(size=len(by_id), duplicated=duplicated, problems=tuple(problems))
+
+
+# --- the same strategies as schedule programs (one step per Redis command) ----------------
+
+def _matching_id(snapshot: dict[Any, Any], text: Text) -> int | None:
+    wanted = as_bytes(text)
+    for field_, value in snapshot.items():
+        if as_bytes(value) == wanted:
+            return int(field_)
+    return None
+
+
+def hgetall_hsetnx_program(keys: DictKeys, text: Text, max_attempts: int = 4) -> Program:
+    """Return a schedule program: HGETALL, search, HSETNX id N+1, again if taken; returns the id."""
+    def program():
+        for _ in range(max_attempts):
+            snapshot = yield cmd("HGETALL", keys.ids)
+            found = _matching_id(snapshot, text)
+            if found is not None:
+                return found
+            if (yield cmd("HSETNX", keys.ids, len(snapshot) + 1, text)):
+                return len(snapshot) + 1
+        return "gave-up"
+    return program
+
+
+def counter_program(keys: DictKeys, text: Text) -> Program:
+    """Return a schedule program: HGET index, then HINCRBY, HSET ids, HSET index; returns the id."""
+    def program():
+        found = yield cmd("HGET", keys.index, text)
+        if found is not None:
+            return int(found)
+        new_id = int((yield cmd("HINCRBY", keys.meta, COUNTER_FIELD, 1)))
+        yield cmd("HSET", keys.ids, new_id, text)
+        yield cmd("HSET", keys.index, text, new_id)
+        return new_id
+    return program
+
+
+def lua_program(keys: DictKeys, text: Text) -> Program:
+    """Return a schedule program of ONE step, lua/dict_get_or_put.lua by EVALSHA; returns the id."""
+    script = dict_script()
+
+    def program():
+        return int((yield call(f"EVALSHA dict_get_or_put {text!s}",
+                               lambda client: script(keys=keys.all(), args=[text], client=client))))
+    return program
+
+
+def function_program(keys: DictKeys, text: Text) -> Program:
+    """Return a schedule program of ONE step, FCALL racelab_dict_get_or_put; returns the id."""
+    def program():
+        return int((yield call(f"FCALL {FUNCTION} {text!s}",
+                               lambda client: client.fcall(FUNCTION, 3, *keys.all(), text))))
+    return program
+
+
+def dictionary_invariant(keys: DictKeys, texts: dict[str, Text], with_index: bool = True
+                         ) -> Callable[[Any, dict[str, Any]], bool]:
+    """Return an explorer invariant: every client got an id, and check_dictionary(...) is ok."""
+    def invariant(client: Any, results: dict[str, Any]) -> bool:
+        if not all(isinstance(r, int) for r in results.values()):
+            return False
+        answers = [(texts[name], r) for name, r in results.items()]
+        return check_dictionary(client, keys, answers, with_index).ok
+    return invariant

@@ -10,10 +10,13 @@ import pytest
 
 from helpers import Lab
 from helpers.dictionary import (
-    COUNTER_FIELD, LIBRARY, DictKeys, RetriesExhausted, Registration, check_dictionary, dict_keys, prefill,
-    register_batch_lua, register_counter_naive, register_function, register_hgetall_hsetnx, register_lua,
-    register_watch_multi, vocabulary, workload,
+    COUNTER_FIELD, LIBRARY, STRATEGIES, DictKeys, RetriesExhausted, Registration, check_dictionary, counter_program,
+    dict_keys, dict_script, dictionary_invariant, function_program, hgetall_hsetnx_program, latency_by_size,
+    lua_program, prefill, register_batch_lua, register_counter_naive, register_function, register_hgetall_hsetnx,
+    register_lua, register_watch_multi, run_workload, strategy, truncate, vocabulary, workload,
 )
+from helpers.explore import explore
+from helpers.schedule import run_schedule
 from helpers.scripts import delete_library, load_library, load_script
 
 
@@ -237,3 +240,106 @@ def test_summary_lists_at_most_limit_findings(lab: Lab) -> None:
     lines = check.summary(limit=3).splitlines()
     assert lines[0] == "BROKEN: 30 ids, 1 strings stored under 2+ ids (29 extra ids)"
     assert len(lines) == 1 + len(check.problems[:3]) + (len(check.problems) > 3)
+
+
+def test_strategy_binds_each_name_and_rejects_unknown_ones(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    load_library(client, LIBRARY)
+    try:
+        got = {name: strategy(name, keys)(client, f"s-{name}", None).id for name in STRATEGIES
+               if name != "hgetall_hsetnx"}
+    finally:
+        delete_library(client, LIBRARY)
+    assert got == {"counter": 1, "lua": 2, "function": 3, "watch": 4}
+    assert check_dictionary(client, keys).ok
+    with pytest.raises(ValueError, match="unknown strategy 'nope'"):
+        strategy("nope", keys)
+
+
+def test_run_workload_collects_every_answer_and_its_cost(lab: Lab) -> None:
+    keys = _keys(lab)
+    plan = workload(12, 4, vocabulary(10), seed=3)
+    result = run_workload(lab, plan, strategy("lua", keys))
+    assert result.count == 48 and len(result.answers) == 48
+    assert result.round_trips_per_registration == 1.0 and result.retries == 0
+    check = check_dictionary(lab.client(), keys, result.answers)
+    assert check.ok and check.size == len({w for row in plan for w in row})
+
+
+def test_run_workload_refuses_a_ragged_plan(lab: Lab) -> None:
+    with pytest.raises(ValueError, match="same number of strings"):
+        run_workload(lab, [["a"], ["a", "b"]], strategy("lua", _keys(lab)))
+
+
+def test_truncate_returns_a_dictionary_to_its_size(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    prefill(client, keys, 5)
+    for word in ["x", "y"]:
+        register_lua(client, keys, word, dict_script())
+    assert truncate(client, keys, 5) == 2
+    check = check_dictionary(client, keys)
+    assert check.ok and check.size == 5
+    assert register_lua(client, keys, "x", dict_script()).id == 6
+
+
+def test_latency_by_size_times_both_strategies_and_leaves_a_valid_dictionary(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    rows = latency_by_size(client, keys, [30, 10], repeats=2, lua_number=2)
+    assert set(rows) == {STRATEGIES["hgetall_hsetnx"], STRATEGIES["lua"]}
+    for series in rows.values():
+        assert [r["size"] for r in series] == [10, 30]
+        assert all(r["median"] > 0 and r["n"] == 2 for r in series)
+    check = check_dictionary(client, keys)
+    assert check.ok and check.size == 30
+
+
+def test_counter_program_forced_schedule_makes_a_duplicate(lab: Lab) -> None:
+    keys = _keys(lab)
+    trace = run_schedule(lab, {"A": counter_program(keys, "price"), "B": counter_program(keys, "price")},
+                         "ABAAABBB", watch=keys.all())
+    assert trace.results == {"A": 1, "B": 2}
+    check = check_dictionary(lab.client(), keys, [("price", 1), ("price", 2)])
+    assert check.duplicated == {b"price": [1, 2]}
+
+
+def test_hgetall_hsetnx_program_retries_on_a_taken_id(lab: Lab) -> None:
+    keys = _keys(lab)
+    trace = run_schedule(lab, {"A": hgetall_hsetnx_program(keys, "price"),
+                               "B": hgetall_hsetnx_program(keys, "volume")}, "ABABBB", watch=[keys.ids])
+    assert trace.results == {"A": 1, "B": 2}
+    assert [r.reply for r in trace.rows if r.command.startswith("HSETNX")] == ["1", "0", "1"]
+
+
+def test_explorer_counts_bad_schedules_per_strategy(lab: Lab) -> None:
+    keys = _keys(lab)
+    texts = {"A": "price", "B": "price"}
+    naive = explore(lab, {n: counter_program(keys, t) for n, t in texts.items()},
+                    dictionary_invariant(keys, texts), watch=keys.all())
+    scan = explore(lab, {n: hgetall_hsetnx_program(keys, t) for n, t in texts.items()},
+                   dictionary_invariant(keys, texts, with_index=False), watch=keys.all())
+    lua = explore(lab, {n: lua_program(keys, t) for n, t in texts.items()},
+                  dictionary_invariant(keys, texts), watch=keys.all())
+    assert (naive.total, naive.bad_count) == (70, 68)
+    assert sorted(naive.good) == ["AAAAB", "BBBBA"]
+    assert (scan.total, scan.bad_count) == (6, 0)
+    assert (lua.total, lua.bad_count) == (2, 0)
+
+
+def test_function_program_is_one_step(lab: Lab) -> None:
+    keys = _keys(lab)
+    client = lab.client()
+    load_library(client, LIBRARY)
+    try:
+        texts = {"A": "x", "B": "x"}
+        found = explore(lab, {n: function_program(keys, t) for n, t in texts.items()},
+                        dictionary_invariant(keys, texts), watch=keys.all())
+    finally:
+        delete_library(client, LIBRARY)
+    assert (found.total, found.bad_count) == (2, 0)
+
+
+def test_invariant_fails_when_a_client_gave_up(lab: Lab) -> None:
+    keys = _keys(lab)
+    invariant = dictionary_invariant(keys, {"A": "x"})
+    assert invariant(lab.client(), {"A": "gave-up"}) is False
+    assert invariant(lab.client(), {}) is True
