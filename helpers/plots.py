@@ -75,6 +75,20 @@ def _spread_note(spread: tuple[str, str]) -> str:
     return f"line: median; bars: {spread[0]}–{spread[1]} over repetitions"
 
 
+def plain_number(value: float) -> str:
+    """Return value as short plain text: 2960 -> '2,960', 12.345 -> '12.3', 0.01234 -> '0.0123'."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def plain_log_ticks(axis: Any) -> None:
+    """Label a log-scale axis with plain numbers (100, 2000) instead of powers like 2×10³."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: plain_number(v)))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def latency_cdf(latencies_ns: Mapping[str, Sequence[float]], title: str = "Latency per operation",
                 unit: str = "us", note: str | None = None, log_x: bool = True) -> Figure:
     """Return a Figure with the empirical CDF of each strategy's latencies (given in ns)."""
@@ -88,9 +102,10 @@ def latency_cdf(latencies_ns: Mapping[str, Sequence[float]], title: str = "Laten
         ys = np.arange(1, len(xs) + 1) / len(xs)
         p50, p99 = np.percentile(xs, [50, 99])
         ax.step(xs, ys, where="post", color=color_of(i), linewidth=1.6,
-                label=f"{name}: p50 {p50:.3g}, p99 {p99:.3g} {UNIT_LABEL[unit]}")
+                label=f"{name}: p50 {plain_number(p50)}, p99 {plain_number(p99)} {UNIT_LABEL[unit]}")
     if log_x:
         ax.set_xscale("log")
+        plain_log_ticks(ax.xaxis)
     ax.set_ylim(0, 1.02)
     for q in (0.5, 0.99):
         ax.axhline(q, color="grey", linewidth=0.8, linestyle=":")
@@ -103,11 +118,10 @@ def throughput_vs_clients(series: Mapping[str, Rows], x: str = "clients", y: str
                           note: str | None = None) -> Figure:
     """Return a Figure of operations per second (median, spread bars) against client count."""
     _check_series(series, x, y)
-    fig, ax = new_figure(title, "concurrent clients", "throughput (operations/s)",
-                         note or _spread_note(spread))
+    fig, ax = new_figure(title, "concurrent clients", "throughput (operations/s)", note)
     _line_with_spread(ax, series, x, y, spread, 1.0)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=9)
+    ax.legend(fontsize=9, title=_spread_note(spread), title_fontsize=8)
     return fig
 
 
@@ -116,10 +130,10 @@ def retries_vs_contention(series: Mapping[str, Rows], x: str = "clients", y: str
                           title: str = "Retries against contention", note: str | None = None) -> Figure:
     """Return a Figure of retries per successful operation against contention (e.g. clients)."""
     _check_series(series, x, y)
-    fig, ax = new_figure(title, xlabel, "retries per successful operation", note or _spread_note(spread))
+    fig, ax = new_figure(title, xlabel, "retries per successful operation", note)
     _line_with_spread(ax, series, x, y, spread, 1.0)
     ax.set_ylim(bottom=0)
-    ax.legend(fontsize=9)
+    ax.legend(fontsize=9, title=_spread_note(spread), title_fontsize=8)
     return fig
 
 
@@ -128,13 +142,14 @@ def cost_vs_size(series: Mapping[str, Rows], x: str = "size", y: str = "median",
                  title: str = "Cost against data size", note: str | None = None) -> Figure:
     """Return a log-log Figure of time per call (rows in seconds, shown in unit) against size."""
     _check_series(series, x, y)
-    fig, ax = new_figure(title, f"{xlabel}, log scale", f"time per call ({UNIT_LABEL[unit]}, log scale)",
-                         note or _spread_note(spread))
+    fig, ax = new_figure(title, f"{xlabel}, log scale", f"time per call ({UNIT_LABEL[unit]}, log scale)", note)
     _line_with_spread(ax, series, x, y, spread, 1e9 / UNITS[unit])
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain_log_ticks(ax.xaxis)
+    plain_log_ticks(ax.yaxis)
     ax.grid(True, which="minor", alpha=0.1)
-    ax.legend(fontsize=9)
+    ax.legend(fontsize=9, title=_spread_note(spread), title_fontsize=8)
     return fig
 
 
