@@ -69,31 +69,41 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"
 
 
-def reply_text(call: Callable[[], Any]) -> str:
-    """Run call(); return repr(result), or error_text of the redis error it raised."""
+def outcome_of(call: Callable[[], Any]) -> Any:
+    """Run call(); return its result, or the redis (or redis-py cluster) error it raised."""
     try:
-        return repr(call())
-    except redis.RedisError as exc:
-        return error_text(exc)
+        return call()
+    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+        return exc
+
+
+def outcome_text(outcome: Any) -> str:
+    """Return error_text for an exception, else repr of the value."""
+    return error_text(outcome) if isinstance(outcome, BaseException) else repr(outcome)
+
+
+def reply_text(call: Callable[[], Any]) -> str:
+    """Run call(); return repr(result), or error_text of the redis (or redis-py cluster) error it raised."""
+    return outcome_text(outcome_of(call))
 
 
 RESERVATION_ACTIONS = {
     "RESERVED": "business: confirm the booking",
-    "ALREADY_BOOKED": "business: our earlier attempt succeeded; confirm it (do not book again)",
+    "ALREADY_BOOKED": "business: an earlier attempt succeeded; confirm that one",
     "SOLD_OUT": "business: tell the customer; retrying gives the same answer",
     "NOT_ON_SALE": "business: tell the customer; retrying gives the same answer",
 }
 
 
-def reservation_action(call: Callable[[], Any]) -> str:
-    """Run one reserve_seats call; return what its caller should do next with the outcome."""
-    try:
-        status, _number = call()
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
-        return f"unknown outcome ({type(exc).__name__}): retry with the SAME booking id"
-    except redis.ResponseError as exc:
-        return f"technical fault ({error_text(exc)}): log and alert, never retry blindly"
-    return RESERVATION_ACTIONS.get(status, f"unexpected status {status!r}: treat as a fault")
+def reservation_action(outcome: Any) -> str:
+    """Return what the caller of reserve_seats should do with one outcome (a reply or the error raised)."""
+    if isinstance(outcome, (redis.ConnectionError, redis.TimeoutError)):
+        return "outcome unknown: retry with the SAME booking id"
+    if isinstance(outcome, redis.ResponseError):
+        return "technical fault: log and alert, never retry blindly"
+    if isinstance(outcome, (list, tuple)) and len(outcome) == 2 and outcome[0] in RESERVATION_ACTIONS:
+        return RESERVATION_ACTIONS[outcome[0]]
+    return f"unexpected outcome {outcome!r}: treat as a fault"
 
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

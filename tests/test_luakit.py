@@ -9,7 +9,7 @@ import pytest
 import redis
 
 from helpers.luakit import (error_text, increment_with_ifeq, increment_with_watch, longest_wait_during,
-                            reservation_action, restarted,
+                            outcome_of, outcome_text, reservation_action, restarted,
                             reply_text, run_in_background, run_increments,
                             scratch_server, server_available, text_table)
 
@@ -115,19 +115,24 @@ def test_run_increments_reraises_a_worker_error(lab) -> None:
 
 
 def test_reservation_action_separates_business_outcomes_faults_and_lost_replies() -> None:
+    assert reservation_action(["SOLD_OUT", 0]).startswith("business: tell the customer")
+    assert reservation_action(["RESERVED", 3]) == "business: confirm the booking"
+    assert reservation_action(["ALREADY_BOOKED", 2]).startswith("business: an earlier attempt")
+    assert "SAME booking id" in reservation_action(redis.TimeoutError("timed out"))
+    assert "SAME booking id" in reservation_action(redis.ConnectionError("reset"))
+    assert reservation_action(redis.ResponseError("WRONGTYPE x")).startswith("technical fault")
+    assert reservation_action(["MAYBE", 1]).startswith("unexpected outcome")
+    assert reservation_action(None).startswith("unexpected outcome")
 
 
-    def lost() -> None:
-        raise redis.TimeoutError("timed out")
+def test_outcome_of_returns_the_value_or_the_redis_error() -> None:
+    assert outcome_of(lambda: 5) == 5
+    error = redis.ResponseError("ERR x")
 
-    def wrongtype() -> None:
-        raise redis.ResponseError("WRONGTYPE Operation against a key")
-
-    assert reservation_action(lambda: ["SOLD_OUT", 0]).startswith("business: tell the customer")
-    assert reservation_action(lambda: ["RESERVED", 3]) == "business: confirm the booking"
-    assert "SAME booking id" in reservation_action(lost)
-    assert reservation_action(wrongtype).startswith("technical fault (ResponseError: WRONGTYPE")
-    assert reservation_action(lambda: ["MAYBE", 1]).startswith("unexpected status")
+    def fails() -> None:
+        raise error
+    assert outcome_of(fails) is error
+    assert outcome_text(error) == "ResponseError: ERR x" and outcome_text([1]) == "[1]"
 
 
 @pytest.mark.skipif(not server_available(), reason="no redis-server binary")
@@ -143,3 +148,9 @@ def test_restarted_keeps_saved_data_and_functions_but_not_the_script_cache() -> 
             assert fresh.get("k") == "v"
             assert fresh.script_exists(sha) == [False]
         assert not new.is_running()
+
+
+def test_reply_text_reports_redis_py_cluster_refusals() -> None:
+    def refuses() -> None:
+        raise redis.exceptions.RedisClusterException("EVAL - all keys must map to the same key slot")
+    assert reply_text(refuses) == "RedisClusterException: EVAL - all keys must map to the same key slot"
