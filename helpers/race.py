@@ -162,7 +162,13 @@ class RunResult:
 
     def summary(self) -> str:
         """Return a one-line description: clients, calls, outcome counts, retries."""
-        counts = ", ".join(f"{k}={v}" for k, v in sorted(self.counts().items(), key=lambda kv: str(kv[0])))
+        found = self.counts()
+        try:
+            ordered = sorted(found.items())
+        except TypeError:  # outcomes of mixed types
+            ordered = sorted(found.items(), key=lambda kv: str(kv[0]))
+        counts = (", ".join(f"{k}={v}" for k, v in ordered) if len(ordered) <= 8
+                  else f"{len(ordered)} distinct outcomes")
         return (f"{self.clients} clients x {self.iterations} iterations ({self.mode}): "
                 f"{self.calls} calls [{counts}], retries={self.retries}")
 
@@ -198,6 +204,7 @@ class _Worker:
 
     def run(self) -> None:
         try:
+            self.ctx.client.ping()  # connect now, so the first timed call does not pay for it
             if self.prepare is not None:
                 self.prepare(self.ctx)
             self.barrier.wait(self.barrier_timeout)
