@@ -153,36 +153,47 @@ def cost_vs_size(series: Mapping[str, Rows], x: str = "size", y: str = "median",
     return fig
 
 
+OK_COLOR = "#BBBBBB"
+
+
 def schedule_grid(exploration: Any, title: str = "Every interleaving", ax: Any = None) -> Figure:
-    """Return a Figure: one column per schedule, one coloured cell per step, broken ones marked."""
+    """Return a Figure: one column per schedule, one coloured cell per step, a verdict cell on top.
+
+    The top row is red where the invariant broke and grey where it held; with few schedules the
+    broken columns are also outlined and marked with a cross.
+    """
     outcomes = exploration.outcomes
     if not outcomes:
         raise ValueError("the exploration ran no schedule")
-    clients = list(exploration.clients) or sorted({c for o in outcomes for c in o.schedule})
-    longest = max(len(o.schedule) for o in outcomes)
+    steps = [o.schedule.split() if " " in o.schedule else list(o.schedule) for o in outcomes]
+    clients = list(exploration.clients) or sorted({c for names in steps for c in names})
+    longest = max(len(names) for names in steps)
     width = min(14.0, max(5.0, 0.22 * len(outcomes) + 1.5))
     if ax is None:
-        fig = Figure(figsize=(width, 1.2 + 0.35 * longest), layout="constrained")
+        fig = Figure(figsize=(width, 1.6 + 0.35 * longest), layout="constrained")
         ax = fig.add_subplot()
     else:
         fig = ax.figure
-    for col, outcome in enumerate(outcomes):
-        for row, name in enumerate(outcome.schedule.replace(" ", "")):
+    outline = len(outcomes) <= 24
+    for col, (outcome, names) in enumerate(zip(outcomes, steps)):
+        ax.add_patch(Rectangle((col, -1.3), 0.9, 0.9, color=OK_COLOR if outcome.ok else BAD_COLOR))
+        for row, name in enumerate(names):
             ax.add_patch(Rectangle((col, row), 0.9, 0.9, color=color_of(clients.index(name))
                                    if name in clients else "grey"))
-        if not outcome.ok:
-            ax.add_patch(Rectangle((col - 0.05, -0.1), 1.0, len(outcome.schedule) + 0.1, fill=False,
+        if not outcome.ok and outline:
+            ax.add_patch(Rectangle((col - 0.05, -1.35), 1.0, len(names) + 1.4, fill=False,
                                    edgecolor=BAD_COLOR, linewidth=2))
-            ax.text(col + 0.45, -0.6, "✗", ha="center", va="center", color=BAD_COLOR, fontsize=10)
+            ax.text(col + 0.45, -1.85, "✗", ha="center", va="center", color=BAD_COLOR, fontsize=10)
     ax.set_xlim(-0.3, len(outcomes) + 0.2)
-    ax.set_ylim(longest + 0.2, -1.2)
-    ax.set_xlabel(f"schedule (1 to {len(outcomes)}); ✗ = invariant broken")
+    ax.set_ylim(longest + 0.2, -2.3 if outline else -1.5)
+    ax.set_xlabel(f"schedule (1 to {len(outcomes)}, in exploration order)")
     ax.set_ylabel("step (first at top)")
     ax.set_xticks([])
-    ax.set_yticks([i + 0.45 for i in range(longest)], [str(i + 1) for i in range(longest)])
+    ax.set_yticks([-0.85] + [i + 0.45 for i in range(longest)], ["invariant"] + [str(i + 1) for i in range(longest)])
     ax.set_title(f"{title}: {exploration.bad_count} of {exploration.total} schedules break the invariant",
                  fontsize=11)
     handles = [Rectangle((0, 0), 1, 1, color=color_of(i)) for i in range(len(clients))]
-    ax.legend(handles, [f"client {c}" for c in clients], loc="upper left", bbox_to_anchor=(1.0, 1.0),
-              fontsize=9, frameon=False)
+    handles += [Rectangle((0, 0), 1, 1, color=BAD_COLOR), Rectangle((0, 0), 1, 1, color=OK_COLOR)]
+    ax.legend(handles, [f"client {c}" for c in clients] + ["invariant broken", "invariant holds"],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, frameon=False)
     return fig
