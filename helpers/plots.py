@@ -1,8 +1,9 @@
 """Timing plots in one style: titles, axis units, legends, one colour per strategy.
 
-Every function returns a ``matplotlib.figure.Figure`` made without pyplot, so nothing is drawn
-twice and no figure leaks into a later cell: show it by making it the cell's last expression
-(or ``display(fig)``), save it with ``fig.savefig(...)``. Inputs are the tidy rows of
+Every function returns a ``LabFigure`` (a ``matplotlib.figure.Figure`` made without pyplot), so
+nothing is drawn twice and no figure leaks into a later cell: show it by making it the cell's last
+expression (or ``display(fig)``); it displays as a PNG with or without ``%matplotlib inline``, and
+in an HTML export. Save it with ``fig.savefig(...)``. Inputs are the tidy rows of
 ``helpers.measure.sweep`` (``{x: value, "median": ..., "p5": ..., "p95": ..., ...}``) keyed by
 strategy name, or raw latency samples in ns.
 
@@ -28,6 +29,18 @@ UNIT_LABEL = {"ns": "ns", "us": "µs", "ms": "ms", "s": "s"}
 Rows = Sequence[Mapping[str, Any]]
 
 
+class LabFigure(Figure):
+    """A Figure that Jupyter shows as a PNG even without ``%matplotlib inline`` (no pyplot needed)."""
+
+    def _repr_png_(self) -> bytes:
+        """Return the figure rendered as PNG bytes (IPython calls this to display it)."""
+        import io
+
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+        return buffer.getvalue()
+
+
 def color_of(index: int) -> str:
     """Return the palette colour for the index-th strategy or client."""
     return PALETTE[index % len(PALETTE)]
@@ -36,7 +49,7 @@ def color_of(index: int) -> str:
 def new_figure(title: str, xlabel: str, ylabel: str, note: str | None = None,
                size: tuple[float, float] = (7.0, 4.2)) -> tuple[Figure, Any]:
     """Return (figure, axes) with the suite's title, labels, grid and optional note."""
-    fig = Figure(figsize=size, layout="constrained")
+    fig = LabFigure(figsize=size, layout="constrained")
     ax = fig.add_subplot()
     ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
     ax.set_xlabel(xlabel)
@@ -170,7 +183,7 @@ def schedule_grid(exploration: Any, title: str = "Every interleaving", ax: Any =
     longest = max(len(names) for names in steps)
     width = min(14.0, max(5.0, 0.22 * len(outcomes) + 1.5))
     if ax is None:
-        fig = Figure(figsize=(width, 1.6 + 0.35 * longest), layout="constrained")
+        fig = LabFigure(figsize=(width, 1.6 + 0.35 * longest), layout="constrained")
         ax = fig.add_subplot()
     else:
         fig = ax.figure

@@ -19,7 +19,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
-from helpers.plots import BAD_COLOR, color_of
+from helpers.plots import BAD_COLOR, LabFigure, color_of
 from helpers.race import Op
 
 TIME_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "step": 1.0}
@@ -130,7 +130,7 @@ def plot_timeline(history: Sequence[Op], spans: Sequence[Span] = (), title: str 
     scale = TIME_UNITS[unit]
     t_end = max([op.end_ns for op in history] + [s.end_ns for s in spans])
     x_range = max((t_end - t0) / scale, 1e-9)
-    fig = Figure(figsize=(9.0, 1.6 + 0.6 * len(lanes)), layout="constrained")
+    fig = LabFigure(figsize=(9.0, 1.6 + 0.6 * len(lanes)), layout="constrained")
     ax = fig.add_subplot()
     for span in spans:
         y = row[span.client]
