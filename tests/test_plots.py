@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from helpers.plots import (color_of, cost_vs_size, latency_cdf, plain_number, retries_vs_contention,
+from helpers.plots import (LabFigure, color_of, cost_vs_size, latency_cdf, plain_number, retries_vs_contention,
                            throughput_vs_clients)
 
 ROWS = {"naive": [{"clients": 1, "median": 900.0, "p5": 800.0, "p95": 1000.0},
@@ -70,3 +70,8 @@ def test_series_rows_must_carry_x_and_y() -> None:
 def test_palette_and_numbers_are_stable() -> None:
     assert color_of(0) == color_of(8) != color_of(1)
     assert [plain_number(v) for v in (2960.4, 12.345, 0.01234)] == ["2,960", "12.3", "0.0123"]
+
+
+def test_figures_display_as_png_without_pyplot() -> None:
+    fig = throughput_vs_clients(ROWS)
+    assert isinstance(fig, LabFigure) and fig._repr_png_().startswith(b"\x89PNG\r\n\x1a\n")
