@@ -24,6 +24,7 @@ from typing import Any
 from helpers.schedule import Program, ScheduleRun, Trace, format_value, schedule_text
 
 DEFAULT_MAX_SCHEDULES = 20_000
+Invariant = Callable[[Any, dict[str, Any]], bool]
 
 
 class TooManySchedules(RuntimeError):
@@ -164,3 +165,30 @@ def count_interleavings(*steps: int) -> int:
     for s in steps:
         total //= factorial(s)
     return total
+
+
+# ---------------------------------------------------------------- common invariants
+
+def _int_of(client: Any, key: str) -> int:
+    value = client.get(key)
+    return int(value) if value is not None else 0
+
+
+def counter_at_most(key: str, limit: int) -> Invariant:
+    """Return an invariant: the integer at key (missing = 0) is at most limit (no overshoot)."""
+    return lambda client, results: _int_of(client, key) <= limit
+
+
+def counter_equals(key: str, expected: int) -> Invariant:
+    """Return an invariant: the integer at key (missing = 0) equals expected (no lost update)."""
+    return lambda client, results: _int_of(client, key) == expected
+
+
+def results_at_most(value: Any, count: int) -> Invariant:
+    """Return an invariant: at most count clients returned value (e.g. 'allowed', 'acquired')."""
+    return lambda client, results: sum(1 for r in results.values() if r == value) <= count
+
+
+def all_hold(*invariants: Invariant) -> Invariant:
+    """Return an invariant that holds when every given invariant holds."""
+    return lambda client, results: all(inv(client, results) for inv in invariants)

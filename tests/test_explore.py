@@ -9,7 +9,8 @@ import pytest
 from matplotlib.figure import Figure
 
 from helpers import Lab
-from helpers.explore import Exploration, TooManySchedules, count_interleavings, explore
+from helpers.explore import (Exploration, TooManySchedules, all_hold, count_interleavings, counter_at_most,
+                             counter_equals, explore, results_at_most)
 from helpers.schedule import call, clock_expires, cmd
 
 LIMIT = 5
@@ -174,3 +175,24 @@ def test_count_interleavings_is_the_multinomial() -> None:
 
 def test_exploration_without_traces_still_counts() -> None:
     assert Exploration([]).total == 0 and Exploration([]).first_bad() is None
+
+
+def test_invariant_helpers_pin_overshoot_and_lost_updates(lab: Lab) -> None:
+    key = lab.key("counter")
+    client = lab.client()
+    assert counter_at_most(key, 0)(client, {}) and counter_equals(key, 0)(client, {})  # missing = 0
+    client.set(key, 6)
+    assert not counter_at_most(key, 5)(client, {}) and counter_at_most(key, 6)(client, {})
+    assert counter_equals(key, 6)(client, {}) and not counter_equals(key, 5)(client, {})
+    assert results_at_most("allowed", 1)(client, {"A": "allowed", "B": "rejected"})
+    assert not results_at_most("allowed", 1)(client, {"A": "allowed", "B": "allowed"})
+    assert all_hold(counter_equals(key, 6), results_at_most("x", 0))(client, {"A": "y"})
+    assert not all_hold(counter_equals(key, 6), results_at_most("y", 0))(client, {"A": "y"})
+
+
+def test_invariant_helpers_give_the_known_answer(lab: Lab) -> None:
+    key = lab.key("counter")
+    found = explore(lab, {"A": naive_limiter(key), "B": naive_limiter(key)},
+                    all_hold(counter_at_most(key, LIMIT), results_at_most("allowed", 1)),
+                    setup=one_slot_left(key), watch=[key])
+    assert (found.total, found.bad_count) == (6, 4)
