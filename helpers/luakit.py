@@ -82,6 +82,18 @@ def outcome_text(outcome: Any) -> str:
     return error_text(outcome) if isinstance(outcome, BaseException) else repr(outcome)
 
 
+def short_outcomes(replies: Sequence[Any]) -> list[Any]:
+    """Return replies with each exception replaced by its class name (pipeline results, for printing)."""
+    return [type(r).__name__ if isinstance(r, BaseException) else r for r in replies]
+
+
+def set_memory_headroom(client: Any, headroom_bytes: int) -> int:
+    """CONFIG SET maxmemory to used_memory + headroom_bytes (an owned server only); return the limit."""
+    limit = int(client.info("memory")["used_memory"]) + headroom_bytes
+    client.config_set("maxmemory", limit)
+    return limit
+
+
 def reply_text(call: Callable[[], Any]) -> str:
     """Run call(); return repr(result), or error_text of the redis (or redis-py cluster) error it raised."""
     return outcome_text(outcome_of(call))

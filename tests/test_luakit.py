@@ -154,3 +154,18 @@ def test_reply_text_reports_redis_py_cluster_refusals() -> None:
     def refuses() -> None:
         raise redis.exceptions.RedisClusterException("EVAL - all keys must map to the same key slot")
     assert reply_text(refuses) == "RedisClusterException: EVAL - all keys must map to the same key slot"
+
+
+def test_short_outcomes_names_exceptions_and_keeps_values() -> None:
+    from helpers.luakit import short_outcomes
+    assert short_outcomes([1, redis.exceptions.OutOfMemoryError("x"), "OK"]) == [1, "OutOfMemoryError", "OK"]
+
+
+@pytest.mark.skipif(not server_available(), reason="no redis-server binary")
+def test_set_memory_headroom_puts_maxmemory_above_current_use() -> None:
+    from helpers.luakit import set_memory_headroom
+    with scratch_server() as server:
+        c = server.client(decode_responses=True)
+        limit = set_memory_headroom(c, 1_000_000)
+        assert int(c.config_get("maxmemory")["maxmemory"]) == limit
+        assert 0 < limit - int(c.info("memory")["used_memory"]) <= 1_000_000
