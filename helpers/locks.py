@@ -358,15 +358,78 @@ def lock_cycle(load: LockLoad, release: Callable[..., Any]) -> Callable[[Any], A
                 ctx.record("acquire", start, _monotonic_ns(), True)
                 break
             ctx.think(load.retry_s)
+        overran = "overran" if load.pause_s * 1000 > load.ttl_ms else "paused"
         with ctx.op("work") as work:
-            ctx.think(load.pause_s if paused and load.pause_where == "work" else load.work_s)
-            work.result = "overran" if paused and load.pause_s * 1000 > load.ttl_ms else "ok"
+            in_work = paused and load.pause_where == "work"
+            ctx.think(load.pause_s if in_work else load.work_s)
+            work.result = overran if in_work else "ok"
+
+        def pause_in_release() -> None:
+            with ctx.op("pause") as pause:
+                ctx.think(load.pause_s)
+                pause.result = overran
+
         with ctx.op("release") as rel:
             if paused and load.pause_where == "release":
-                rel.result = release(client, load.key, token, between=lambda: ctx.think(load.pause_s))
+                rel.result = release(client, load.key, token, between=pause_in_release)
             else:
                 rel.result = release(client, load.key, token)
         return rel.result
+
+    return client_fn
+
+
+def overrun_releases(history: Sequence[Any]) -> list[Any]:
+    """Return the results of the releases of lock cycles that overran their lease (an op with result "overran").
+
+    A cycle is one client's ops from a successful "acquire" to the next; its release is the op
+    labelled "release" (a pause between GET and DEL lies inside it).
+    """
+    results: list[Any] = []
+    by_client: dict[Any, list[Any]] = {}
+    for op in sorted(history, key=lambda o: o.start_ns):
+        by_client.setdefault(op.client_id, []).append(op)
+    for ops in by_client.values():
+        cycles: list[list[Any]] = []
+        for op in ops:
+            if op.label == "acquire" and op.result:
+                cycles.append([])
+            if cycles:
+                cycles[-1].append(op)
+        for cycle in cycles:
+            if any(op.result == "overran" for op in cycle):
+                results.extend(op.result for op in cycle if op.label == "release")
+    return results
+
+
+def extend_cycle(load: LockLoad, extend: Callable[[Any, str, Any, int], bool], release: Callable[..., Any],
+                 chunks: int = 3) -> Callable[[Any], Any]:
+    """Return a run_clients client_fn whose holder renews its lease before each of `chunks` work chunks.
+
+    A pausing cycle pauses in its first chunk, so its next extend comes after the lease ran
+    out; a correct extend then refuses and the holder stops ("lost lease") without working on.
+    Records "acquire", "extend" (result: what extend returned), "work" and "release" ops.
+    """
+    def client_fn(ctx: Any) -> Any:
+        client, token = ctx.client, new_token()
+        paused = load.pauses(ctx.client_id, ctx.iteration)
+        while True:
+            start = _monotonic_ns()
+            if acquire(client, load.key, token, load.ttl_ms):
+                ctx.record("acquire", start, _monotonic_ns(), True)
+                break
+            ctx.think(load.retry_s)
+        for chunk in range(chunks):
+            if chunk:
+                with ctx.op("extend") as ext:
+                    ext.result = bool(extend(client, load.key, token, load.ttl_ms))
+                if not ext.result:
+                    return "lost lease"
+            with ctx.op("work"):
+                ctx.think(load.pause_s if paused and chunk == 0 else load.work_s)
+        with ctx.op("release") as rel:
+            rel.result = release(client, load.key, token)
+        return "done"
 
     return client_fn
 

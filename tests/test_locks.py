@@ -453,3 +453,25 @@ def test_fencing_refuses_the_paused_holders_late_write(lab: Lab, fenced: bool, a
     assert trace.results["A"] == a_result
     assert trace.results["B"] == "wrote, released"
     assert lab.client().get(res) == resource
+
+
+def test_overrun_releases_picks_the_release_of_each_overrunning_cycle() -> None:
+    history = [
+        Op(0, "acquire", 0, 1, True), Op(0, "work", 1, 2, "ok"), Op(0, "release", 2, 3, True),
+        Op(0, "acquire", 4, 5, True), Op(0, "work", 5, 50, "overran"), Op(0, "release", 50, 51, False),
+        Op(1, "acquire", 60, 61, True), Op(1, "work", 61, 62, "ok"), Op(1, "release", 62, 90, True),
+        Op(1, "pause", 63, 89, "overran"),  # a pause inside the release (between GET and DEL)
+    ]
+    assert sorted(locks.overrun_releases(history)) == [False, True]
+
+
+def test_check_then_del_paused_in_its_window_records_the_pause_and_violates(lab: Lab) -> None:
+    from helpers.race import run_clients
+
+    load = locks.LockLoad(key=lab.key("lock"), ttl_ms=5, pause_s=0.012, pause_every=2, pause_where="release",
+                          work_s=0.001)
+    result = run_clients(lab, locks.lock_cycle(load, locks.release_check_then_del), clients=3, iterations=30)
+    pauses = [op for op in result.history if op.label == "pause"]
+    assert 0 < len(pauses) <= 45  # a holder whose GET already missed its token never pauses there
+    assert len(locks.overrun_releases(result.history)) == len(pauses)
+    assert locks.violations(locks.lease_spans(result.history, load.ttl_ms))
