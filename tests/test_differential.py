@@ -1,0 +1,495 @@
+"""Differential tests: the embedded backend (fakeredis + helpers.fake84) against a real Redis >= 8.4.
+
+Hypothesis generates short sequences of commands over three keys -- SET with every option
+combination (valid and invalid: conflicting, repeated, dangling, odd spelling, NUL-suffixed),
+GET, DEL, DELEX with each condition, DIGEST, EXPIRE/PEXPIRE with their flags, TYPE, HSET (to make
+wrong-type keys), INCR -- and runs each step on both backends, comparing
+
+* the replies, every one of them: each command is followed by ``ECHO <sentinel>`` and every reply
+  before the sentinel is collected, so a server that answers twice is caught, not just desynced;
+* the keyspace after the step: TYPE, the value (GET / HGETALL) and the TTL of every key.
+
+Normalisation, and nothing else:
+
+* errors compare by class: the redis-py exception type plus the error code (``ERR``, ``WRONGTYPE``,
+  ...; redis-py strips a leading ``ERR ``, so a message starting with another known code keeps it).
+  Messages must also match word for word for SET, DELEX, DIGEST and EVAL (the 8.4 surface the suite
+  teaches, and the suite's own scripts); for the other commands fakeredis words a few errors
+  differently or checks arguments in another order (same class, other message: EXPIRE with GT and
+  LT, EXPIRE with a bad number *and* a bad option). Those are counted and listed in the terminal
+  summary, not failed, and the ones seen are pinned in tests/test_divergences.py;
+* a TTL compares exactly when it is -1/-2, else to within ``TTL_TOLERANCE_MS`` (the two servers
+  set it a few milliseconds apart), plus 2**-50 of its size (fakeredis stores expiry times as float
+  seconds, so ``PXAT 9223372036854775807`` comes back about 2 s off: a registered divergence). Generated expiries are either >= 100 s away or already in the
+  past, so no key expires during a sequence on one backend and not on the other;
+* the real server's defect (``SET k v IFDEQ|IFDNE <digest not 16 bytes> GET`` on an existing string
+  key answers twice: the old value, then the error) is accepted only in exactly that shape, where
+  the embedded backend answers the error alone, and counted (docs/divergences.md).
+
+Each generated sequence uses fresh keys under this run's namespace, deleted afterwards.
+``RACELAB_DIFF_EXAMPLES`` (default 2000) sets the number of sequences; the count actually run is
+asserted and written to the terminal (CI log). The Lua part runs every lua/*.lua script with
+generated arguments the same way (``LUA_CASES``: argument strategies by file stem).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis
+import xxhash
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers import Lab, connect
+from helpers.fake84 import parse_set_options
+from helpers.scripts import LUA_DIR
+
+MIN_SEQUENCES = 2000
+N_SEQUENCES = int(os.environ.get("RACELAB_DIFF_EXAMPLES", str(MIN_SEQUENCES)))
+LUA_SEQUENCES = int(os.environ.get("RACELAB_DIFF_LUA_EXAMPLES", "150"))
+TTL_TOLERANCE_MS = 1500
+KEY_SLOTS = 3
+
+# Error codes Redis puts first in an error line (redis-py strips a leading "ERR ", keeps the others).
+ERROR_CODES = frozenset({"WRONGTYPE", "NOSCRIPT", "BUSY", "BUSYKEY", "EXECABORT", "NOTBUSY", "UNKILLABLE",
+                         "CROSSSLOT", "OOM", "READONLY", "NOPERM", "NOAUTH", "LOADING", "NOREPLICAS"})
+# Commands whose error messages must match word for word (the Redis 8.4 surface the suite teaches);
+# for the others only the error class must match, and message differences are counted and reported.
+EXACT_MESSAGE_COMMANDS = frozenset({b"SET", b"DELEX", b"DIGEST", b"EVAL"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Running one command on one backend, and reading its keyspace
+# ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Err:
+    """An error reply: the redis-py exception class and its message."""
+
+    kind: str
+    message: str
+
+    @property
+    def error_class(self) -> tuple[str, str]:
+        """Return (exception class, error code), e.g. ('ResponseError', 'WRONGTYPE') or (..., 'ERR')."""
+        word = self.message.split(" ", 1)[0]
+        return self.kind, word if word in ERROR_CODES else "ERR"
+
+
+def _freeze(reply: Any) -> Any:
+    if isinstance(reply, list):
+        return tuple(_freeze(r) for r in reply)
+    return reply
+
+
+@dataclass
+class Side:
+    """One backend: a dedicated raw connection (no reply callbacks, no decoding)."""
+
+    name: str
+    lab: Lab
+    conn: Any = None
+    sentinel: bytes = field(default_factory=lambda: b"racelab-sentinel-" + uuid.uuid4().hex.encode())
+
+    def __post_init__(self) -> None:
+        client = self.lab.client(decode_responses=False)
+        self.conn = client.connection_pool.get_connection()
+
+    def _read(self) -> Any:
+        try:
+            return _freeze(self.conn.read_response())
+        except redis.ResponseError as exc:
+            return Err(type(exc).__name__, str(exc))
+
+    def exchange(self, *args: Any) -> list[Any]:
+        """Return every reply the server sends to one command (normally exactly one)."""
+        self.conn.send_command(*args)
+        self.conn.send_command("ECHO", self.sentinel)
+        replies = []
+        for _ in range(5):
+            reply = self._read()
+            if reply == self.sentinel:
+                return replies
+            replies.append(reply)
+        raise AssertionError(f"{self.name}: no sentinel after 5 replies to {args!r}: {replies!r}")
+
+    def exchange_many(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Return every reply to a batch of commands sent in one round trip (sentinel-terminated)."""
+        for cmd in commands:
+            self.conn.send_command(*cmd)
+        self.conn.send_command("ECHO", self.sentinel)
+        replies = []
+        for _ in range(len(commands) + 5):
+            reply = self._read()
+            if reply == self.sentinel:
+                return replies
+            replies.append(reply)
+        raise AssertionError(f"{self.name}: no sentinel after the replies to {commands!r}: {replies!r}")
+
+    def pipeline(self, commands: list[tuple[Any, ...]]) -> list[Any]:
+        """Return one reply per command, sent in one round trip."""
+        for cmd in commands:
+            self.conn.send_command(*cmd)
+        return [self._read() for _ in commands]
+
+    def snapshot(self, keys: list[bytes]) -> list[tuple[Any, Any, Any]]:
+        """Return (type, value, pttl) for each key."""
+        head = self.pipeline([c for k in keys for c in (("TYPE", k), ("PTTL", k))])
+        types, ttls = head[0::2], head[1::2]
+        reads = [("GET", k) if t == b"string" else ("HGETALL", k) if t == b"hash" else ("EXISTS", k)
+                 for k, t in zip(keys, types)]
+        values = self.pipeline(reads)
+        values = [_hash_items(v) if t == b"hash" else v for t, v in zip(types, values)]
+        return list(zip(types, values, ttls))
+
+
+def _hash_items(reply: Any) -> tuple[tuple[bytes, bytes], ...]:
+    # fakeredis hands a connection-level HGETALL reply over as a dict, Redis (RESP2) as a flat array.
+    pairs = reply.items() if isinstance(reply, dict) else zip(reply[0::2], reply[1::2])
+    return tuple(sorted(pairs))
+
+
+def same_replies(command: bytes, real: list[Any], fake: list[Any], stats: "Stats") -> bool:
+    """Return whether two reply lists agree (error messages: see EXACT_MESSAGE_COMMANDS)."""
+    if len(real) != len(fake):
+        return False
+    for r, f in zip(real, fake):
+        if isinstance(r, Err) and isinstance(f, Err):
+            if r.error_class != f.error_class:
+                return False
+            if r.message != f.message:
+                if command.upper() in EXACT_MESSAGE_COMMANDS:
+                    return False
+                stats.message_differences[(command.upper().decode(), r.message, f.message)] += 1
+        elif r != f:
+            return False
+    return True
+
+
+def same_ttl(real: int, fake: int) -> bool:
+    """Return whether two PTTL replies agree: -1/-2 exactly, else to within the tolerance."""
+    if real < 0 or fake < 0:
+        return real == fake
+    # fakeredis keeps an expiry as float seconds: near 2**63 ms it is off by a few seconds.
+    return abs(real - fake) <= TTL_TOLERANCE_MS + abs(real) * 2.0**-50
+
+
+def same_keyspace(real: list[tuple[Any, Any, Any]], fake: list[tuple[Any, Any, Any]]) -> bool:
+    """Return whether two snapshots agree (TTLs to within TTL_TOLERANCE_MS)."""
+    for (rt, rv, rttl), (ft, fv, fttl) in zip(real, fake, strict=True):
+        if rt != ft or rv != fv or not same_ttl(rttl, fttl):
+            return False
+    return True
+
+
+def is_bad_digest_get(args: tuple[Any, ...]) -> bool:
+    """Return whether args is SET ... IFDEQ|IFDNE <not 16 bytes> ... GET (the real server's double reply)."""
+    if len(args) < 3 or bytes(args[0]).upper() != b"SET":
+        return False
+    try:
+        flags, _, condition = parse_set_options(tuple(args[3:]))
+    except Exception:  # noqa: BLE001 - any parse failure means "not that form"
+        return False
+    return b"get" in flags and condition is not None and condition[0] in (b"ifdeq", b"ifdne") \
+        and len(condition[1]) != 16
+
+
+@dataclass
+class Stats:
+    """What the differential runs did."""
+
+    sequences: int = 0
+    commands: int = 0
+    errors_compared: int = 0
+    double_replies: int = 0
+    message_differences: Counter[tuple[str, str, str]] = field(default_factory=Counter)
+
+
+@dataclass
+class Pair:
+    """The two backends under comparison and a per-example key factory."""
+
+    real: Side
+    fake: Side
+    prefix: str
+    stats: Stats = field(default_factory=Stats)
+    counter: int = 0
+
+    def fresh_keys(self, names: list[str], tag: bool = False) -> list[bytes]:
+        """Return new keys (never used before in this run) for one example."""
+        self.counter += 1
+        base = f"{self.prefix}d{self.counter}:" + ("{t}:" if tag else "")
+        return [(base + n).encode() for n in names]
+
+    def run_step(self, args: tuple[Any, ...], keys: list[bytes], history: list[Any]) -> None:
+        """Run one command on both backends and assert same replies and same keyspace."""
+        before = self.fake.snapshot(keys)
+        real_replies = self.real.exchange(*args)
+        fake_replies = self.fake.exchange(*args)
+        self.stats.commands += 1
+        history.append((args, real_replies, fake_replies))
+        if len(real_replies) == 2 and is_bad_digest_get(args) and isinstance(real_replies[1], Err):
+            # The real server's defect: the GET reply, then the error. Accept exactly that shape.
+            key_index = keys.index(args[1]) if args[1] in keys else None
+            assert key_index is not None and before[key_index][0] == b"string", history
+            assert real_replies[0] == before[key_index][1], history
+            real_replies = real_replies[1:]
+            self.stats.double_replies += 1
+        assert same_replies(bytes(args[0]), real_replies, fake_replies, self.stats), _explain(history)
+        self.stats.errors_compared += isinstance(real_replies[0], Err)
+        real_snap, fake_snap = self.real.snapshot(keys), self.fake.snapshot(keys)
+        assert same_keyspace(real_snap, fake_snap), _explain(history) + \
+            f"\nkeyspace real:     {real_snap}\nkeyspace embedded: {fake_snap}"
+
+    def cleanup(self, keys: list[bytes]) -> None:
+        """Delete one example's keys on both backends."""
+        for side in (self.real, self.fake):
+            side.exchange("DEL", *keys)
+
+
+def _explain(history: list[Any]) -> str:
+    lines = ["sequence (args -> real | embedded):"]
+    for args, real, fake in history:
+        lines.append(f"  {' '.join(repr(a) for a in args)}\n      -> {real!r} | {fake!r}")
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def pair(real_url: str) -> Iterator[Pair]:
+    """The embedded backend and the session's real server, with this module's namespace."""
+    real_lab = connect("differential", url=real_url)
+    fake_lab = connect("differential", backend="embedded", run_id=real_lab.ns.run_id)
+    the_pair = Pair(Side("real", real_lab), Side("embedded", fake_lab), prefix=real_lab.ns.prefix)
+    try:
+        yield the_pair
+    finally:
+        for lab in (real_lab, fake_lab):
+            lab.cleanup()
+            lab.close()
+
+
+class SummaryLines:
+    """A pytest plugin registered at run time: prints the differential figures in the terminal summary."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        """Write the collected lines under their own heading (so the CI log shows the counts)."""
+        if self.lines:
+            terminalreporter.write_sep("-", "racelab differential tests")
+            for line in self.lines:
+                terminalreporter.write_line(line)
+
+
+def _report(request: pytest.FixtureRequest, line: str) -> None:
+    manager = request.config.pluginmanager
+    plugin = manager.get_plugin("racelab-differential-summary")
+    if plugin is None:
+        plugin = SummaryLines()
+        manager.register(plugin, "racelab-differential-summary")
+    plugin.lines.append(line)
+
+
+# ---------------------------------------------------------------------------------------------
+# Strategies
+# ---------------------------------------------------------------------------------------------
+
+class Slot(int):
+    """A placeholder for the n-th key of an example."""
+
+    def __repr__(self) -> str:
+        return f"K{int(self)}"
+
+
+VALUES = [b"v", b"w", b"", b"1", b"123", b"-1", b"9223372036854775807", b"a\x00b", b"NX", b"ifeq",
+          b"0123456789abcdef"]
+values = st.one_of(st.sampled_from(VALUES), st.sampled_from(VALUES), st.binary(max_size=3))
+
+
+def _digest(v: bytes) -> bytes:
+    return xxhash.xxh3_64_hexdigest(v).encode()
+
+
+digests = st.one_of(
+    st.sampled_from(VALUES).map(_digest),
+    st.sampled_from(VALUES).map(lambda v: _digest(v).upper()),
+    st.text(alphabet="0123456789abcdefABCDEF", min_size=16, max_size=16).map(str.encode),
+    st.binary(min_size=16, max_size=16),
+    st.binary(max_size=20).filter(lambda b: len(b) != 16),
+)
+EX_VALUES = [b"100", b"1000", b"0", b"-1", b"abc", b"1.5", b"", b"01", b"9223372036854775807",
+             b"9223372036854775", b"9223372036854776"]
+PX_VALUES = [b"100000", b"5000000", b"0", b"-5", b"x", b"9223372036854775807", b"9223372036854775000"]
+EXAT_VALUES = [b"1", b"1000000000", b"4102444800", b"0", b"-1", b"9223372036854775", b"9223372036854776"]
+PXAT_VALUES = [b"1", b"4102444800000", b"0", b"-3", b"9223372036854775807"]
+slots = st.integers(0, KEY_SLOTS - 1).map(Slot)
+
+
+def spelled(name: bytes) -> st.SearchStrategy[bytes]:
+    """Return a strategy for an option name: mostly upper case, sometimes lower/mixed/NUL-suffixed."""
+    return st.one_of(st.just(name), st.just(name), st.just(name),
+                     st.sampled_from([name.lower(), name[:1] + name[1:].lower(), name + b"\x00junk"]))
+
+
+def option(name: bytes, arg: st.SearchStrategy[bytes] | None = None) -> st.SearchStrategy[list[bytes]]:
+    """Return a strategy for one option token group: [name] or [name, arg]."""
+    if arg is None:
+        return spelled(name).map(lambda n: [n])
+    return st.tuples(spelled(name), arg).map(list)
+
+
+set_options = st.one_of(
+    option(b"NX"), option(b"XX"), option(b"GET"), option(b"KEEPTTL"),
+    option(b"EX", st.sampled_from(EX_VALUES)), option(b"PX", st.sampled_from(PX_VALUES)),
+    option(b"EXAT", st.sampled_from(EXAT_VALUES)), option(b"PXAT", st.sampled_from(PXAT_VALUES)),
+    option(b"IFEQ", values), option(b"IFNE", values),
+    option(b"IFDEQ", digests), option(b"IFDNE", digests),
+    # Dangling option names (a value-taking option at the end, or eating the next token) and junk.
+    st.sampled_from([[b"IFEQ"], [b"IFDNE"], [b"EX"], [b"PXAT"], [b"FOO"], [b"NXX"], [b""]]),
+)
+
+
+def _flat(groups: list[list[bytes]]) -> list[bytes]:
+    return [token for group in groups for token in group]
+
+
+# Option lists of every length 0..4 equally often (st.lists alone favours very short lists).
+set_commands = st.builds(lambda k, v, opts: (b"SET", k, v, *_flat(opts)), slots, values,
+                         st.integers(0, 4).flatmap(lambda n: st.lists(set_options, min_size=n, max_size=n)))
+conditions = st.one_of(option(b"IFEQ", values), option(b"IFNE", values),
+                       option(b"IFDEQ", digests), option(b"IFDNE", digests))
+expiries = st.one_of(option(b"EX", st.sampled_from(EX_VALUES)), option(b"PX", st.sampled_from(PX_VALUES)),
+                     option(b"EXAT", st.sampled_from(EXAT_VALUES)), option(b"PXAT", st.sampled_from(PXAT_VALUES)),
+                     option(b"KEEPTTL"))
+# The compare-and-set forms the notebooks use: one condition, maybe GET, maybe an expiry, any order.
+cas_set_commands = st.builds(
+    lambda k, v, groups: (b"SET", k, v, *_flat(groups)), slots, values,
+    st.tuples(conditions, st.booleans(), st.none() | expiries).flatmap(
+        lambda t: st.permutations([t[0], *([[b"GET"]] if t[1] else []), *([t[2]] if t[2] else [])])))
+plain_set_commands = st.builds(lambda k, v: (b"SET", k, v), slots, st.sampled_from(VALUES))
+delex_commands = st.one_of(
+    st.builds(lambda k: (b"DELEX", k), slots),
+    st.builds(lambda k, c, v: (b"DELEX", k, c, v), slots, spelled(b"IFEQ") | spelled(b"IFNE"), values),
+    st.builds(lambda k, c, d: (b"DELEX", k, c, d), slots, spelled(b"IFDEQ") | spelled(b"IFDNE"), digests),
+    st.builds(lambda k, c, v: (b"DELEX", k, c, v), slots, st.sampled_from([b"IFXX", b"NX", b""]), values),
+    st.builds(lambda k, c: (b"DELEX", k, c), slots, st.sampled_from([b"IFEQ", b"IFDEQ"])),
+)
+TTL_NUMBERS = [b"100", b"2000", b"0", b"-1", b"abc", b"9223372036854775807", b"9223372036854775"]
+expire_commands = st.builds(
+    lambda cmd, k, n, flags: (cmd, k, n, *flags),
+    st.sampled_from([b"EXPIRE", b"PEXPIRE"]), slots,
+    st.sampled_from(TTL_NUMBERS).map(lambda n: n if n != b"2000" else b"200000"),
+    st.lists(st.sampled_from([b"NX", b"XX", b"GT", b"LT", b"gt", b"FOO"]), max_size=2))
+other_commands = st.one_of(
+    st.builds(lambda k: (b"GET", k), slots),
+    st.builds(lambda k: (b"TYPE", k), slots),
+    st.builds(lambda k: (b"DIGEST", k), slots),
+    st.builds(lambda k: (b"INCR", k), slots),
+    st.builds(lambda ks: (b"DEL", *ks), st.lists(slots, min_size=1, max_size=3)),
+    st.builds(lambda k, f, v: (b"HSET", k, f, v), slots, st.sampled_from([b"f", b"g"]), values),
+    st.sampled_from([(b"SET", Slot(0)), (b"DIGEST", Slot(0), b"x"), (b"DELEX",), (b"GET",)]),
+)
+commands = st.one_of(plain_set_commands, set_commands, set_commands, cas_set_commands, cas_set_commands,
+                     delex_commands, expire_commands,
+                     other_commands)
+sequences = st.lists(commands, min_size=1, max_size=8)
+
+
+def resolve(args: tuple[Any, ...], keys: list[bytes]) -> tuple[Any, ...]:
+    """Return args with each Slot replaced by its key."""
+    return tuple(keys[a] if isinstance(a, Slot) else a for a in args)
+
+
+def run_sequence(pair: Pair, seq: list[tuple[Any, ...]]) -> None:
+    """Run one generated sequence on fresh keys, on both backends, comparing every step."""
+    keys = pair.fresh_keys([f"k{i}" for i in range(KEY_SLOTS)])
+    history: list[Any] = []
+    try:
+        for args in seq:
+            pair.run_step(resolve(args, keys), keys, history)
+    finally:
+        pair.cleanup(keys)
+    pair.stats.sequences += 1
+
+
+# ---------------------------------------------------------------------------------------------
+# The generated run
+# ---------------------------------------------------------------------------------------------
+
+def test_generated_command_sequences_get_the_same_replies_and_keyspace(
+        pair: Pair, request: pytest.FixtureRequest) -> None:
+    start, before = time.perf_counter(), pair.stats.sequences
+
+    @settings(max_examples=N_SEQUENCES, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(seq=sequences)
+    def check(seq: list[tuple[Any, ...]]) -> None:
+        run_sequence(pair, seq)
+
+    check()
+    ran = pair.stats.sequences - before
+    _report(request, f"differential (commands): {ran} generated sequences, {pair.stats.commands} commands, "
+                     f"{pair.stats.errors_compared} error replies compared, {pair.stats.double_replies} "
+                     f"double replies from the real server's IFDEQ+GET defect, "
+                     f"{time.perf_counter() - start:.1f} s")
+    for (command, real_msg, fake_msg), n in sorted(pair.stats.message_differences.items()):
+        _report(request, f"  same error class, other wording ({command}, {n}x): real {real_msg!r} / "
+                         f"embedded {fake_msg!r}")
+    assert ran >= min(N_SEQUENCES, MIN_SEQUENCES)
+
+
+# ---------------------------------------------------------------------------------------------
+# Every ordered combination of up to three SET options, from three starting states
+# ---------------------------------------------------------------------------------------------
+
+OPTION_GROUPS: list[tuple[bytes, ...]] = [
+    (b"NX",), (b"XX",), (b"GET",), (b"KEEPTTL",), (b"EX", b"100"), (b"PX", b"200000"),
+    (b"EXAT", b"4102444800"), (b"PXAT", b"4102444800000"), (b"IFEQ", b"v"), (b"IFNE", b"v"),
+    (b"IFDEQ", _digest(b"v")), (b"IFDNE", _digest(b"v").upper()), (b"IFDEQ", b"abc"), (b"IFEQ",),
+]
+START_STATES: dict[str, list[tuple[bytes, ...]]] = {
+    "missing": [],
+    "string v, ttl 300 s": [(b"SET", b"{k}", b"v", b"EX", b"300")],
+    "hash": [(b"HSET", b"{k}", b"f", b"v")],
+}
+
+
+def option_combinations() -> Iterator[tuple[tuple[bytes, ...], ...]]:
+    """Yield every ordered choice (repetition allowed) of 1 to 3 option groups."""
+    for n in (1, 2, 3):
+        yield from itertools.product(OPTION_GROUPS, repeat=n)
+
+
+def test_every_ordered_combination_of_up_to_three_set_options_matches(
+        pair: Pair, request: pytest.FixtureRequest) -> None:
+    start, cases = time.perf_counter(), 0
+    for combo in option_combinations():
+        opts = tuple(token for group in combo for token in group)
+        for state, setup in START_STATES.items():
+            (key,) = pair.fresh_keys(["k"])
+            batch = [(b"DEL", key), *[tuple(key if a == b"{k}" else a for a in cmd) for cmd in setup],
+                     (b"SET", key, b"w", *opts), (b"TYPE", key), (b"GET", key), (b"PTTL", key), (b"DEL", key)]
+            real, fake = pair.real.exchange_many(batch), pair.fake.exchange_many(batch)
+            set_at = 1 + len(setup)
+            if len(real) == len(fake) + 1 and is_bad_digest_get((b"SET", key, b"w", *opts)):
+                assert state.startswith("string") and real[set_at] == b"v", (state, opts, real)
+                del real[set_at]  # the real server's defect: the GET reply before the error
+                pair.stats.double_replies += 1
+            ttl_real, ttl_fake = real.pop(-2), fake.pop(-2)
+            assert same_replies(b"SET", real, fake, pair.stats), (state, opts, real, fake)
+            assert same_ttl(ttl_real, ttl_fake), (state, opts, ttl_real, ttl_fake)
+            cases += 1
+    _report(request, f"differential (SET option grammar): {cases} cases (every ordered choice of 1-3 of "
+                     f"{len(OPTION_GROUPS)} option groups x {len(START_STATES)} starting states), "
+                     f"{time.perf_counter() - start:.1f} s")
+    assert cases == sum(len(OPTION_GROUPS) ** n for n in (1, 2, 3)) * len(START_STATES)
