@@ -5,17 +5,27 @@
 -- lives on another node the second write fails with "Script attempted to access a non local key
 -- in a cluster node", and the first write has already happened (no rollback). ACL key patterns
 -- and client-side routing cannot see the hidden key either. Never copy this: pass every key in KEYS.
--- KEYS[1]  a string key, set to ARGV[2]
--- ARGV[1]  the name of a second key (the mistake: it belongs in KEYS[2]), set to ARGV[2]
+-- So that even this demonstration cannot write outside the caller's namespace, both names must
+-- contain a "{" and share the text before it (e.g. "racelab:<notebook>:<run>:").
+-- KEYS[1]  a string key with a hash tag, set to ARGV[2]
+-- ARGV[1]  the name of a second key (the mistake: it belongs in KEYS[2]), set to ARGV[2];
+--          it must start with KEYS[1]'s text before its first "{"
 -- ARGV[2]  the value written to both keys (any string)
 -- Returns:
 --   "OK"                both keys were written (single server, or both keys on the same cluster node).
---   {err = "ERR invalid-arguments ..."}  not exactly 1 key and 2 arguments; nothing written.
--- Errors: "Script attempted to access a non local key in a cluster node" when ARGV[1] lives on
---   another node; KEYS[1] stays written.
+-- Errors:
+--   ERR invalid-arguments   not exactly 1 key and 2 arguments, or the two names do not share the
+--                           namespace before "{"; nothing written.
+--   "Script attempted to access a non local key in a cluster node"   ARGV[1] lives on another
+--                           cluster node; raised by the second SET, and KEYS[1] stays written.
 
-if #KEYS ~= 1 or #ARGV ~= 2 then
-    return redis.error_reply("ERR invalid-arguments anatomy_hidden_key: expects 1 key and 2 arguments")
+local function namespace(name)
+    local brace = string.find(name, "{", 1, true)
+    return brace and string.sub(name, 1, brace - 1) or nil
+end
+
+if #KEYS ~= 1 or #ARGV ~= 2 or namespace(KEYS[1]) == nil or namespace(KEYS[1]) ~= namespace(ARGV[1]) then
+    return redis.error_reply("ERR invalid-arguments anatomy_hidden_key: expects 1 key and 2 arguments in one namespace")
 end
 redis.call("SET", KEYS[1], ARGV[2])
 redis.call("SET", ARGV[1], ARGV[2])  -- the hidden key: the server cannot route or check it
