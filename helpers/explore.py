@@ -6,8 +6,11 @@ EXEC, see ``helpers.schedule``). Programs may branch (a rejected request stops a
 step counts are discovered while running: each replay follows a known prefix, then always picks
 the first unfinished client, and records which other clients could have run at each position.
 The next replay backtracks to the deepest position with an untried choice (stateless model
-checking, as in CHESS). Every replay starts from fresh connections and reset keys, so there is
-exactly one replay per complete schedule.
+checking, as in CHESS). Every replay starts from reset keys (``watch``/``reset``, then ``setup``)
+on the same connections, whose WATCH/MULTI state is cleared in between, so there is exactly one
+replay per complete schedule. Replays do not read the watched keys after each step (that is what
+makes 1,680 schedules take seconds); ``Exploration.trace("ABAB")`` replays one schedule with
+``run_schedule`` to print it.
 
 Two clients of 2 steps have 6 schedules; 2 of 4 steps have 70; 3 of 3 steps have 1680.
 After each complete schedule, ``invariant(client, results)`` is called with a client of the same
@@ -21,7 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from helpers.schedule import Program, ScheduleRun, Trace, format_value, schedule_text
+from helpers.schedule import (Connections, Program, ScheduleRun, Trace, format_value, run_schedule,
+                              schedule_text)
 
 DEFAULT_MAX_SCHEDULES = 20_000
 Invariant = Callable[[Any, dict[str, Any]], bool]
@@ -48,6 +52,17 @@ class Exploration:
     outcomes: list[Outcome]
     traces: dict[str, Trace] = field(default_factory=dict)
     clients: list[str] = field(default_factory=list)
+    replay: Callable[[str], Trace] | None = field(default=None, repr=False)
+
+    def trace(self, schedule: str) -> Trace:
+        """Return the printable Trace of one explored schedule (replayed with state on first use)."""
+        if schedule not in self.traces:
+            if schedule not in {o.schedule for o in self.outcomes}:
+                raise KeyError(f"{schedule!r} is not one of the explored schedules")
+            if self.replay is None:
+                raise KeyError(f"no trace kept for {schedule!r} (explore(..., keep_traces=False))")
+            self.traces[schedule] = self.replay(schedule)
+        return self.traces[schedule]
 
     @property
     def total(self) -> int:
@@ -71,7 +86,7 @@ class Exploration:
 
     def first_bad(self) -> Trace | None:
         """Return the trace of the first schedule that broke the invariant, or None."""
-        return self.traces[self.bad[0]] if self.bad else None
+        return self.trace(self.bad[0]) if self.bad else None
 
     def summary(self) -> str:
         """Return 'N of M schedules break the invariant'."""
@@ -119,40 +134,50 @@ def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any,
             setup: Callable[[Any], Any] | None = None, watch: Sequence[str] = (),
             reset: Sequence[str] | None = None, max_schedules: int = DEFAULT_MAX_SCHEDULES,
             keep_traces: bool = True) -> Exploration:
-    """Run every interleaving of programs' steps; return which schedules break invariant."""
+    """Run every interleaving of programs' steps; return which schedules break invariant.
+
+    Replays reuse one connection per client (state reset between replays) and do not read the
+    watched keys after each step; ``Exploration.trace(schedule)`` (and ``first_bad()``) replays
+    one schedule with ``run_schedule`` to print it, which gives the same trace because programs
+    must be deterministic. keep_traces=False drops that ability (no reference to lab is kept).
+    """
     if len(programs) < 1:
         raise ValueError("explore needs at least one client program")
     outcomes: list[Outcome] = []
-    traces: dict[str, Trace] = {}
     guide: list[str] | None = []
     previous: list[tuple[list[str], str]] = []
-    while guide is not None:
-        if len(outcomes) >= max_schedules:
-            raise TooManySchedules(f"more than {max_schedules} schedules; shorten the programs "
-                                   f"or raise max_schedules")
-        choices: list[tuple[list[str], str]] = []
-        with ScheduleRun(lab, programs, setup, watch, reset) as run:
-            while run.unfinished:
-                options = run.unfinished
-                depth = len(choices)
-                chosen = guide[depth] if depth < len(guide) else options[0]
-                if depth < len(guide) and options != previous[depth][0]:
-                    # Same prefix as the previous replay, so the same clients must be runnable.
-                    raise RuntimeError(f"programs are not deterministic: replaying "
-                                       f"{schedule_text(guide[:depth])!r}, runnable clients were "
-                                       f"{previous[depth][0]} before and {options} now")
-                choices.append((options, chosen))
-                run.step(chosen)
-            trace = run.trace()
-            ok = invariant(run.observer, dict(run.results))
-        if not isinstance(ok, bool):
-            raise TypeError(f"invariant must return a bool, got {ok!r}")
-        text = "  ".join(f"{n}={format_value(trace.results[n], run.short)}" for n in programs)
-        outcomes.append(Outcome(trace.schedule, ok, dict(trace.results), text))
-        if keep_traces:
-            traces[trace.schedule] = trace
-        guide, previous = _next_guide(choices), choices
-    return Exploration(outcomes, traces, list(programs))
+    with Connections(lab, programs) as connections:
+        while guide is not None:
+            if len(outcomes) >= max_schedules:
+                raise TooManySchedules(f"more than {max_schedules} schedules; shorten the programs "
+                                       f"or raise max_schedules")
+            choices: list[tuple[list[str], str]] = []
+            with ScheduleRun(lab, programs, setup, watch, reset, connections=connections, observe=False) as run:
+                while run.unfinished:
+                    options = run.unfinished
+                    depth = len(choices)
+                    chosen = guide[depth] if depth < len(guide) else options[0]
+                    if depth < len(guide) and options != previous[depth][0]:
+                        # Same prefix as the previous replay, so the same clients must be runnable.
+                        raise RuntimeError(f"programs are not deterministic: replaying "
+                                           f"{schedule_text(guide[:depth])!r}, runnable clients were "
+                                           f"{previous[depth][0]} before and {options} now")
+                    choices.append((options, chosen))
+                    run.step(chosen)
+                ok = invariant(run.observer, dict(run.results))
+                results = dict(run.results)
+                order = schedule_text(run.names)
+            if not isinstance(ok, bool):
+                raise TypeError(f"invariant must return a bool, got {ok!r}")
+            text = "  ".join(f"{n}={format_value(results[n], run.short)}" for n in programs)
+            outcomes.append(Outcome(order, ok, results, text))
+            guide, previous = _next_guide(choices), choices
+
+    def replay(schedule: str) -> Trace:
+        names = schedule.split() if " " in schedule else list(schedule)  # inverse of schedule_text
+        return run_schedule(lab, programs, names, setup=setup, watch=watch, reset=reset)
+
+    return Exploration(outcomes, {}, list(programs), replay if keep_traces else None)
 
 
 def count_interleavings(*steps: int) -> int:

@@ -218,36 +218,105 @@ def schedule_text(names: Sequence[str]) -> str:
     return ("" if all(len(n) == 1 for n in names) else " ").join(names)
 
 
+class Connections:
+    """Clients reused across replays (explore): an observer plus one pinned connection per client.
+
+    A replay that leaves a raw MULTI open or keys WATCHed gets DISCARD/UNWATCH when it closes, so
+    the next replay starts with clean connection state. ``call`` steps must leave the connection as
+    they found it (redis-py pipelines do).
+    """
+
+    def __init__(self, lab: Any, names: Iterable[str]) -> None:
+        self.lab = lab
+        self.observer = lab.client()
+        self.actors: dict[str, Any] = {}
+        try:
+            for name in names:
+                self.actors[name] = actor_client(lab)
+        except BaseException:
+            self.close()
+            raise
+
+    def replace(self, name: str) -> None:
+        """Swap client name's connection for a new one (after its state could not be reset)."""
+        self.lab.release(self.actors[name])
+        self.actors[name] = actor_client(self.lab)
+
+    def close(self) -> None:
+        """Release every client."""
+        for client in [*self.actors.values(), self.observer]:
+            self.lab.release(client)
+        self.actors.clear()
+
+    def __enter__(self) -> "Connections":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def actor_client(lab: Any) -> Any:
+    """Return a client pinned to one connection, so WATCH/MULTI state lasts across its steps."""
+    return lab.client(single_connection_client=True)
+
+
 class ScheduleRun:
-    """One replay: fresh connections, reset keys, then steps chosen one at a time by the caller."""
+    """One replay: reset keys, then steps chosen one at a time by the caller.
+
+    Each run opens fresh connections, unless ``connections`` (a ``Connections``) is given; with
+    ``observe=False`` the watched keys are not read after each step (faster; rows show no state).
+    """
 
     def __init__(self, lab: Any, programs: Mapping[str, Program], setup: Callable[[Any], Any] | None = None,
-                 watch: Sequence[str] = (), reset: Sequence[str] | None = None) -> None:
+                 watch: Sequence[str] = (), reset: Sequence[str] | None = None,
+                 connections: Connections | None = None, observe: bool = True) -> None:
         if not programs:
             raise ValueError("programs must name at least one client")
-        self.lab, self.watch = lab, list(watch)
+        self.lab, self.watch, self.observe = lab, list(watch), observe
         self.short = lambda x: lab.ns.short(x) if isinstance(x, (str, bytes)) else _text(x)
-        self.observer = lab.client()
+        self._shared = connections
+        self._own = connections is None
+        self.observer = lab.client() if connections is None else connections.observer
         self.actors: dict[str, Any] = {}
         self.rows: list[TraceRow] = []
         self.names: list[str] = []
         self.results: dict[str, Any] = {}
         self._gens: dict[str, Generator[Step, Any, Any]] = {}
         self._pending: dict[str, Step] = {}
+        self._in_multi: set[str] = set()
+        self._watching: set[str] = set()
         try:
             to_reset = list(reset) if reset is not None else self.watch
             if to_reset:
                 self.observer.delete(*to_reset)
             if setup is not None:
                 setup(self.observer)
-            self.initial_state = read_state(self.observer, self.watch, self.short)
+            self.initial_state = self._state()
             for name, program in programs.items():
-                self.actors[name] = lab.client(single_connection_client=True)
+                self.actors[name] = actor_client(lab) if connections is None else connections.actors[name]
                 self._gens[name] = program()
                 self._advance(name, lambda g: next(g))
         except BaseException:
             self.close()
             raise
+
+    def _state(self) -> str:
+        return read_state(self.observer, self.watch, self.short) if self.observe else ""
+
+    def _track(self, name: str, step: Step) -> None:
+        """Follow raw MULTI/EXEC/WATCH so close() can leave a shared connection clean."""
+        if not step.args:
+            return
+        command = _text(step.args[0]).upper()
+        if command == "MULTI":
+            self._in_multi.add(name)
+        elif command in ("EXEC", "DISCARD"):
+            self._in_multi.discard(name)
+            self._watching.discard(name)
+        elif command == "WATCH":
+            self._watching.add(name)
+        elif command == "UNWATCH":
+            self._watching.discard(name)
 
     def _advance(self, name: str, resume: Callable[[Generator[Step, Any, Any]], Step]) -> None:
         """Resume a program until its next step (kept pending) or its end (result recorded)."""
@@ -278,6 +347,7 @@ class ScheduleRun:
             raise ScheduleError(f"schedule asks {name!r} for step {len(self.rows) + 1}, but {name!r} "
                                 f"has already finished (result {format_value(self.results[name], self.short)})")
         step = self._pending[name]
+        self._track(name, step)
         try:
             reply: Any = step.run(self.actors[name])
             failed = None
@@ -288,7 +358,7 @@ class ScheduleRun:
         else:
             self._advance(name, lambda g: g.throw(failed))
         row = TraceRow(len(self.rows) + 1, name, step.display(self.short), format_value(reply, self.short),
-                       read_state(self.observer, self.watch, self.short))
+                       self._state())
         self.rows.append(row)
         self.names.append(name)
         return row
@@ -301,12 +371,24 @@ class ScheduleRun:
                      self.initial_state, text)
 
     def close(self) -> None:
-        """Close the program generators and every connection of this replay."""
+        """Close the program generators; release this run's connections or reset shared ones."""
         for gen in self._gens.values():
             gen.close()
-        for client in [*self.actors.values(), self.observer]:
-            self.lab.release(client)
+        if self._own:
+            for client in [*self.actors.values(), self.observer]:
+                self.lab.release(client)
+        else:
+            for name in self.actors:
+                if name in self._in_multi or name in self._watching:
+                    self._reset_connection(name)
         self.actors.clear()
+
+    def _reset_connection(self, name: str) -> None:
+        """DISCARD an open MULTI (which also unwatches) or UNWATCH; replace the client if that fails."""
+        try:
+            self.actors[name].execute_command("DISCARD" if name in self._in_multi else "UNWATCH")
+        except redis.RedisError:  # broken connection or unexpected state: start over with a new one
+            self._shared.replace(name)
 
     def __enter__(self) -> "ScheduleRun":
         return self

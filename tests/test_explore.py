@@ -11,7 +11,7 @@ from matplotlib.figure import Figure
 from helpers import Lab
 from helpers.explore import (Exploration, TooManySchedules, all_hold, count_interleavings, counter_at_most,
                              counter_equals, explore, results_at_most)
-from helpers.schedule import call, clock_expires, cmd
+from helpers.schedule import call, clock_expires, cmd, run_schedule
 
 LIMIT = 5
 
@@ -196,3 +196,52 @@ def test_invariant_helpers_give_the_known_answer(lab: Lab) -> None:
                     all_hold(counter_at_most(key, LIMIT), results_at_most("allowed", 1)),
                     setup=one_slot_left(key), watch=[key])
     assert (found.total, found.bad_count) == (6, 4)
+
+
+def watch_limiter(key: str, limit: int = 1):
+    def program():
+        yield cmd("WATCH", key)
+        count = int((yield cmd("GET", key)) or 0)
+        if count >= limit:
+            return "rejected"  # leaves the WATCH open, as careless code does
+        yield cmd("MULTI")
+        yield cmd("INCR", key)
+        return "allowed" if (yield cmd("EXEC")) is not None else "aborted"
+    return program
+
+
+def test_connection_state_does_not_leak_between_replays(lab: Lab) -> None:
+    key = lab.key("counter")
+    found = explore(lab, {"A": watch_limiter(key), "B": watch_limiter(key)},
+                    all_hold(counter_at_most(key, 1), results_at_most("allowed", 1)),
+                    setup=lambda c: c.set(key, 0), watch=[key])
+    # A replay right after one where A was rejected (its WATCH left open) must not abort A's EXEC.
+    uninterrupted = ("AAAAABB", "BAAAAAB", "BBBBBAA", "ABBBBBA")
+    by_schedule = {o.schedule: o.results for o in found.outcomes if o.schedule in uninterrupted}
+    assert by_schedule == {"AAAAABB": {"A": "allowed", "B": "rejected"}, "BAAAAAB": {"A": "allowed", "B": "rejected"},
+                           "BBBBBAA": {"A": "rejected", "B": "allowed"}, "ABBBBBA": {"A": "rejected", "B": "allowed"}}
+    assert found.bad_count == 0 and all("allowed" in o.results.values() for o in found.outcomes)
+
+
+def test_trace_of_an_explored_schedule_matches_run_schedule(lab: Lab) -> None:
+    key = lab.key("counter")
+    programs = {"A": naive_limiter(key), "B": naive_limiter(key)}
+    found = explore(lab, programs, admitted_at_most_limit(key), setup=one_slot_left(key), watch=[key])
+    direct = run_schedule(lab, programs, "ABBA", setup=one_slot_left(key), watch=[key])
+    assert str(found.trace("ABBA")) == str(direct) and found.trace("ABBA") is found.trace("ABBA")
+    assert str(found.first_bad()) == str(run_schedule(lab, programs, "ABAB", setup=one_slot_left(key), watch=[key]))
+    with pytest.raises(KeyError, match="not one of the explored"):
+        found.trace("AAAA")
+    quiet = explore(lab, programs, admitted_at_most_limit(key), setup=one_slot_left(key), watch=[key],
+                    keep_traces=False)
+    with pytest.raises(KeyError, match="keep_traces=False"):
+        quiet.trace("ABAB")
+
+
+def test_explore_releases_its_connections(lab: Lab) -> None:
+    key = lab.key("n")
+    before = len(lab._clients)
+    explore(lab, {"A": read_then_write(key, 1), "B": read_then_write(key, 1)}, lambda c, r: True, watch=[key])
+    with pytest.raises(TypeError):
+        explore(lab, {"A": read_then_write(key, 1)}, lambda c, r: None, watch=[key])
+    assert len(lab._clients) == before
