@@ -267,7 +267,16 @@ def lua_program(key: str, limit: int | str, window: int | str) -> Program:
 
 
 def watch_program(key: str, limit: int, window: int, max_attempts: int = 2) -> Program:
-    """Return a schedule program: WATCH, GET, MULTI, INCR [, EXPIRE NX], EXEC, retried up to max_attempts; "gave-up" after."""
+    """Return a schedule program: WATCH, GET, then MULTI/INCR/EXEC as one step (as a pipeline sends them), retried; "gave-up" after."""
+    def transaction(first_hit: bool) -> Callable[[Any], Any]:
+        def run(client: Any) -> Any:  # raw commands: the same connection as the WATCH
+            client.execute_command("MULTI")
+            client.execute_command("INCR", key)
+            if first_hit:
+                client.execute_command("EXPIRE", key, window, "NX")
+            return client.execute_command("EXEC")
+        return run
+
     def program():
         for _ in range(max_attempts):
             yield cmd("WATCH", key)
@@ -275,11 +284,8 @@ def watch_program(key: str, limit: int, window: int, max_attempts: int = 2) -> P
             if count >= limit:
                 yield cmd("UNWATCH")
                 return "rejected"
-            yield cmd("MULTI")
-            yield cmd("INCR", key)
-            if count == 0:
-                yield cmd("EXPIRE", key, window, "NX")
-            if (yield cmd("EXEC")) is not None:  # nil: a watched key changed, nothing ran
+            label = "MULTI, INCR, EXPIRE NX, EXEC" if count == 0 else "MULTI, INCR, EXEC"
+            if (yield call(label, transaction(count == 0))) is not None:  # nil: the key changed, nothing ran
                 return "allowed"
         return "gave-up"
     return program
@@ -347,16 +353,23 @@ def _cached_script(ctx: Any) -> Any:
     return script
 
 
-def client_functions(key: str, limit: int, window: int,
-                     names: tuple[str, ...] = STRATEGIES) -> dict[str, Callable[[Any], bool]]:
-    """Return {strategy name: client_fn(ctx) -> allowed?} for run_clients, think/retries wired to ctx."""
+def client_functions(key: str, limit: int, window: int, names: tuple[str, ...] = STRATEGIES,
+                     think: bool = True) -> dict[str, Callable[[Any], bool]]:
+    """Return {strategy name: client_fn(ctx) -> allowed?} for run_clients, retries reported to ctx.
+
+    With think=True the limiters call ctx.think() between their read and their write (the race
+    window, widened on purpose); with think=False they run flat out (for measurements).
+    """
+    def pause(ctx: Any) -> Think:
+        return ctx.think if think else None
+
     table: dict[str, Callable[[Any], bool]] = {
-        "naive": lambda ctx: naive_allow(ctx.client, key, limit, window, think=ctx.think),
+        "naive": lambda ctx: naive_allow(ctx.client, key, limit, window, think=pause(ctx)),
         "lua": lambda ctx: lua_allow(_cached_script(ctx), key, limit, window),
-        "watch": lambda ctx: watch_allow(ctx.client, key, limit, window, think=ctx.think, on_retry=ctx.retry),
-        "incr-first": lambda ctx: incr_first_allow(ctx.client, key, limit, window, think=ctx.think),
+        "watch": lambda ctx: watch_allow(ctx.client, key, limit, window, think=pause(ctx), on_retry=ctx.retry),
+        "incr-first": lambda ctx: incr_first_allow(ctx.client, key, limit, window, think=pause(ctx)),
         "multi": lambda ctx: incr_expire_multi_allow(ctx.client, key, limit, window),
-        "ifeq": lambda ctx: ifeq_cas_allow(ctx.client, key, limit, window, think=ctx.think, on_retry=ctx.retry),
+        "ifeq": lambda ctx: ifeq_cas_allow(ctx.client, key, limit, window, think=pause(ctx), on_retry=ctx.retry),
     }
     unknown = [n for n in names if n not in table]
     if unknown:
