@@ -197,7 +197,7 @@ class _Worker:
         self.ctx, self.fn, self.iterations = ctx, fn, iterations
         self.barrier, self.stop, self.errors = barrier, stop, errors
         self.prepare, self.barrier_timeout = prepare, barrier_timeout
-        self.outcomes: list[tuple[int, int, Any]] = []
+        self.values: list[Any] = []  # iteration i's return value at index i
         self.latencies: list[int] = []
         self.first_ns = 0
         self.last_ns = 0
@@ -219,19 +219,20 @@ class _Worker:
             self.barrier.abort()
 
     def _loop(self) -> None:
-        ctx, fn, stop = self.ctx, self.fn, self.stop
-        cid = ctx.client_id
-        outcomes_append, latencies_append = self.outcomes.append, self.latencies.append
+        # The hot loop of the harness: only local names, no locks, no per-call objects but the
+        # caller's; each thread appends to its own lists, merged after every thread is joined.
+        ctx, fn, stopped = self.ctx, self.fn, self.stop.is_set
+        values_append, latencies_append = self.values.append, self.latencies.append
         clock = _monotonic_ns
         self.first_ns = clock()
         for i in range(self.iterations):
-            if stop.is_set():
+            if stopped():
                 break
             ctx.iteration = i
             t0 = clock()
             value = fn(ctx)
             t1 = clock()
-            outcomes_append((cid, i, value))
+            values_append(value)
             latencies_append(t1 - t0)
         self.last_ns = clock()
 
@@ -298,7 +299,7 @@ def run_clients(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: int
 def _collect_threads(workers: list[_Worker], clients: int, iterations: int) -> RunResult:
     result = RunResult(clients=clients, iterations=iterations, mode="threads")
     for w in workers:
-        result.outcomes.extend(w.outcomes)
+        result.outcomes.extend((w.ctx.client_id, i, v) for i, v in enumerate(w.values))
         result.latencies_ns.extend(w.latencies)
         result.history.extend(w.ctx.history)
         result.retries_by_client.append(w.ctx.retries)
@@ -346,20 +347,22 @@ def _process_main(lab: Any, fn: ClientFn, cid: int, iterations: int, think_time:
         if prepare is not None:
             prepare(ctx)
         barrier.wait(barrier_timeout)
-        outcomes, latencies = [], []
+        values: list[Any] = []
+        latencies: list[int] = []
+        values_append, latencies_append, stopped = values.append, latencies.append, stop.is_set
         clock = _monotonic_ns
         first = clock()
         for i in range(iterations):
-            if stop.is_set():
+            if stopped():
                 break
             ctx.iteration = i
             t0 = clock()
             value = fn(ctx)
             t1 = clock()
-            outcomes.append((cid, i, value))
-            latencies.append(t1 - t0)
+            values_append(value)
+            latencies_append(t1 - t0)
         last = clock()
-        queue.put(("ok", cid, outcomes, latencies, ctx.history, ctx.retries, first, last))
+        queue.put(("ok", cid, values, latencies, ctx.history, ctx.retries, first, last))
     except threading.BrokenBarrierError:
         queue.put(("aborted", cid, "start barrier broken"))
     except BaseException as exc:  # noqa: BLE001 - sent to the parent, which raises it
@@ -428,8 +431,8 @@ def run_processes(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: i
 def _collect_processes(messages: list[tuple[Any, ...]], clients: int, iterations: int) -> RunResult:
     result = RunResult(clients=clients, iterations=iterations, mode="processes")
     oks = sorted((m for m in messages if m[0] == "ok"), key=lambda m: m[1])
-    for _, _cid, outcomes, latencies, history, retries, _first, _last in oks:
-        result.outcomes.extend(outcomes)
+    for _, cid, values, latencies, history, retries, _first, _last in oks:
+        result.outcomes.extend((cid, i, v) for i, v in enumerate(values))
         result.latencies_ns.extend(latencies)
         result.history.extend(history)
         result.retries_by_client.append(retries)
