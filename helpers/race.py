@@ -265,7 +265,14 @@ def run_clients(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: int
     """
     if clients < 1 or iterations < 0:
         raise ValueError(f"need clients >= 1 and iterations >= 0, got {clients} and {iterations}")
-    redis_clients = [lab.client(decode_responses=decode_responses) for _ in range(clients)]
+    redis_clients: list[Any] = []
+    try:
+        for _ in range(clients):
+            redis_clients.append(lab.client(decode_responses=decode_responses))
+    except BaseException:
+        for c in redis_clients:
+            _release(lab, c)
+        raise
     barrier = threading.Barrier(clients)
     stop = threading.Event()
     errors: list[BaseException] = []
