@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakeredis import FakeRedisConnection, FakeServer
+from fakeredis import FakeRedisConnection
 from fakeredis import _msgs as msgs
 from fakeredis._command_args_parsing import Int
 from fakeredis._core import CommandItem
@@ -144,7 +144,3 @@ class Redis84Connection(FakeRedisConnection):
         return Redis84Socket(self._server, db=self.db, client_class=self._client_class,
                              lua_modules=self._lua_modules, client_info=self._client_info)
 
-
-def server_is_84(server: FakeServer) -> bool:
-    """Return whether a fakeredis server reports a version with SET's IF* conditions."""
-    return tuple(server.version) >= SET_CONDITIONS_SINCE
