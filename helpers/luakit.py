@@ -4,7 +4,10 @@
 maxmemory): never the user's server, never the embedded backend. ``reply_text(call)`` turns a
 reply *or* an error into one stable line, so a notebook prints the same text on every server.
 ``run_in_background`` runs one blocking call (a long script) in a thread; ``longest_wait_during``
-measures how long another client waits while that call runs.
+measures how long another client waits while that call runs. ``restarted`` restarts a throwaway
+server on its saved data, ``set_memory_headroom`` sets its maxmemory just above current use, and
+``run_increments`` times one way of incrementing a counter (native, IFEQ, WATCH, script,
+Function) under concurrent clients, for the decision table.
 """
 
 from __future__ import annotations
@@ -198,11 +201,15 @@ def longest_wait_during(call: Callable[[], Any], probe: Any, key: str) -> tuple[
     return background.seconds, longest
 
 
-def increment_with_watch(client: Any, key: str) -> int:
+class TooManyRetries(RuntimeError):
+    """An optimistic increment lost the race more times than allowed."""
+
+
+def increment_with_watch(client: Any, key: str, max_retries: int = 10_000) -> int:
     """Add 1 to key with WATCH/GET/MULTI/SET/EXEC, retrying on conflict; return the retries needed."""
     retries = 0
     with client.pipeline(transaction=True) as pipe:
-        while True:
+        while retries <= max_retries:
             try:
                 pipe.watch(key)
                 value = int(pipe.get(key) or 0)
@@ -212,18 +219,20 @@ def increment_with_watch(client: Any, key: str) -> int:
                 return retries
             except redis.WatchError:
                 retries += 1
+    raise TooManyRetries(f"WATCH increment of {key} conflicted more than {max_retries} times")
 
 
-def increment_with_ifeq(client: Any, key: str) -> int:
+def increment_with_ifeq(client: Any, key: str, max_retries: int = 10_000) -> int:
     """Add 1 to an existing key with GET then SET ... IFEQ (Redis 8.4), retrying on conflict; return the retries."""
     retries = 0
-    while True:
+    while retries <= max_retries:
         old = client.get(key)
         if old is None:
             raise KeyError(f"{key} must exist before a compare-and-set increment")
         if client.execute_command("SET", key, int(old) + 1, "IFEQ", old):
             return retries
         retries += 1
+    raise TooManyRetries(f"IFEQ increment of {key} conflicted more than {max_retries} times")
 
 
 @dataclass(frozen=True)
@@ -260,7 +269,7 @@ def run_increments(lab: Any, strategy: str, increment: Callable[[Any, str], int]
         try:
             for _ in range(per_thread):
                 retries[i] += increment(clients[i], key)
-        except (redis.RedisError, KeyError, ValueError) as exc:
+        except (redis.RedisError, KeyError, ValueError, TooManyRetries) as exc:
             errors.append(exc)
 
     workers = [threading.Thread(target=worker, args=(i,), name=f"racelab-{strategy}-{i}") for i in range(threads)]

@@ -169,3 +169,34 @@ def test_set_memory_headroom_puts_maxmemory_above_current_use() -> None:
         limit = set_memory_headroom(c, 1_000_000)
         assert int(c.config_get("maxmemory")["maxmemory"]) == limit
         assert 0 < limit - int(c.info("memory")["used_memory"]) <= 1_000_000
+
+
+@pytest.mark.parametrize("strategy", ["watch", "ifeq"])
+def test_optimistic_increments_give_up_after_max_retries(lab, strategy: str, monkeypatch) -> None:
+    from helpers.luakit import TooManyRetries
+    if strategy == "ifeq" and not lab.caps.set_ifeq:
+        pytest.skip("this backend has no SET IFEQ")
+    key, rival = lab.key("counter"), lab.client()
+    client = lab.client()
+    client.set(key, 0)
+    if strategy == "watch":
+        original_get = type(client.pipeline()).get
+
+        def get_then_rival_writes(pipe, name):  # another client changes the key after every read
+            value = original_get(pipe, name)
+            rival.incr(key)
+            return value
+        monkeypatch.setattr(type(client.pipeline()), "get", get_then_rival_writes)
+        with pytest.raises(TooManyRetries):
+            increment_with_watch(client, key, max_retries=3)
+    else:
+        class RacingClient:
+            def get(self, name):
+                value = client.get(name)
+                rival.incr(name)
+                return value
+
+            def execute_command(self, *args):
+                return client.execute_command(*args)
+        with pytest.raises(TooManyRetries):
+            increment_with_ifeq(RacingClient(), key, max_retries=3)
