@@ -157,7 +157,7 @@ class Side:
 
 
 def _hash_items(reply: Any) -> tuple[tuple[bytes, bytes], ...]:
-    # fakeredis hands a connection-level HGETALL reply over as a dict, Redis (RESP2) as a flat array.
+    # Read below redis-py's callbacks, HGETALL may come as a dict or as a flat array: accept both.
     pairs = reply.items() if isinstance(reply, dict) else zip(reply[0::2], reply[1::2])
     return tuple(sorted(pairs))
 
