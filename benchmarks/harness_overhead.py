@@ -9,7 +9,8 @@ On a throwaway redis-server (helpers.server), each round measures side by side:
 
 Every configuration runs once per round, in the same order, after a warm-up round; the table
 shows the median over rounds with min-max, and the ratios harness / redis-benchmark at the same
-client count. Usage: ``python -m benchmarks harness_overhead [--ops N] [--rounds R]``.
+client count. Rounds are short and many, so that load from other processes on a shared machine
+falls on every configuration alike instead of on whichever ran during a busy minute. Usage: ``python -m benchmarks harness_overhead [--ops N] [--rounds R]``.
 """
 
 from __future__ import annotations
@@ -44,6 +45,20 @@ def bare_loop(lab: Any, key: str, ops: int) -> float:
         return ops / (time.perf_counter() - started)
     finally:
         lab.release(client)
+
+
+def harness_ns_per_call(lab: Any, calls: int = 100_000, rounds: int = 5) -> tuple[float, float]:
+    """Return (ns per call through run_clients, ns per bare call) of a no-op client_fn, medians over rounds."""
+    def noop(ctx: Any) -> None:
+        return None
+    harness, bare = [], []
+    for _ in range(rounds):
+        harness.append(1e9 / run_clients(lab, noop, clients=1, iterations=calls).throughput)
+        started = time.perf_counter_ns()
+        for _ in range(calls):
+            noop(None)
+        bare.append((time.perf_counter_ns() - started) / calls)
+    return statistics.median(harness), statistics.median(bare)
 
 
 def redis_benchmark(port: int, clients: int, ops: int) -> float:
@@ -111,8 +126,8 @@ def main(argv: list[str]) -> int:
     """Measure and print the table; return 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks harness_overhead", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ops", type=int, default=20_000, help="INCRs per configuration and round")
-    parser.add_argument("--rounds", type=int, default=3, help="measured rounds (after one warm-up round)")
+    parser.add_argument("--ops", type=int, default=5_000, help="INCRs per configuration and round")
+    parser.add_argument("--rounds", type=int, default=9, help="measured rounds (after one warm-up round)")
     args = parser.parse_args(argv)
     if args.ops < 8 or args.rounds < 1:
         parser.error("need --ops >= 8 and --rounds >= 1")
@@ -120,4 +135,10 @@ def main(argv: list[str]) -> int:
     print(f"{args.ops} INCRs per configuration (redis-benchmark -c 8: {args.ops * 4}), "
           f"{args.rounds} rounds after a warm-up round, one throwaway redis-server on loopback")
     print(report(samples))
+    with connect("bench_harness", backend="embedded") as lab:
+        harness, bare = harness_ns_per_call(lab)
+    round_trip_ns = 1e9 / statistics.median(samples["redis-py bare loop, 1 thread"])
+    print(f"harness cost per call (no-op client_fn): {harness - bare:,.0f} ns over a bare call "
+          f"({harness:,.0f} vs {bare:,.0f} ns), {100 * (harness - bare) / round_trip_ns:.1f}% of one "
+          f"redis-py INCR round trip ({round_trip_ns / 1000:,.0f} µs)")
     return 0
