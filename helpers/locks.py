@@ -537,3 +537,38 @@ def fenced_holder_program(lock: str, fence_key: str, resource: str, seen: str, t
         released = yield from release_steps("lua", lock, token)
         return f"{'wrote' if wrote else 'write refused'}, {'released' if released else 'not released'}"
     return program
+
+
+def extend_stress_check(lab: Any, extend: Callable[[Any, str, Any, int], bool], release: Callable[..., Any],
+                        clients: int = 4, cycles: int = 50) -> list[str]:
+    """Return what is wrong with extend(client, key, token, ttl_ms) -> bool (an empty list: it passed).
+
+    Checks an owner can extend, a foreign lock is left alone, a missing lock is not brought
+    back, then runs extend_cycle under threaded load with overrunning holders and counts
+    mutual-exclusion violations; it also requires some paused holders to have lost their lease.
+    """
+    from helpers.race import run_clients  # local: the threaded part only
+
+    admin, key, problems = lab.client(), lab.key("extend-check"), []
+    try:
+        admin.set(key, "mine", px=1_000)
+        if not extend(admin, key, "mine", 60_000) or admin.pttl(key) <= 1_000:
+            problems.append("the owner could not extend its own lease")
+        admin.set(key, "theirs", px=1_000)
+        if extend(admin, key, "mine", 60_000) or admin.get(key) != "theirs" or admin.pttl(key) > 1_000:
+            problems.append("it extended (or overwrote) another client's lock")
+        admin.delete(key)
+        if extend(admin, key, "mine", 60_000) or admin.exists(key):
+            problems.append("it reported success on, or re-created, an expired lock")
+        load = LockLoad(key=lab.key("extend-load"), ttl_ms=5, work_s=0.0, pause_s=0.010, pause_every=5,
+                        retry_s=0.0005)
+        run = run_clients(lab, extend_cycle(load, extend, release), clients=clients, iterations=cycles)
+        found = violations(lease_spans(run.history, load.ttl_ms))
+        if found:
+            problems.append(f"{len(found)} mutual-exclusion violations under load")
+        if run.count("lost lease") == 0:
+            problems.append("no paused holder ever lost its lease: the extend never refused")
+    finally:
+        admin.delete(key, lab.key("extend-load"))
+        lab.release(admin)
+    return problems

@@ -475,3 +475,17 @@ def test_check_then_del_paused_in_its_window_records_the_pause_and_violates(lab:
     assert 0 < len(pauses) <= 45  # a holder whose GET already missed its token never pauses there
     assert len(locks.overrun_releases(result.history)) == len(pauses)
     assert locks.violations(locks.lease_spans(result.history, load.ttl_ms))
+
+
+def test_extend_stress_check_passes_the_lua_extend(lab: Lab) -> None:
+    assert locks.extend_stress_check(lab, locks.extend_lua, locks.release_lua, clients=3, cycles=20) == []
+
+
+@pytest.mark.parametrize("bad_extend, problem", [
+    (lambda c, k, t, ttl: bool(c.pexpire(k, ttl)), "another client's lock"),
+    (lambda c, k, t, ttl: bool(c.set(k, t, px=ttl)), "another client's lock"),
+    (lambda c, k, t, ttl: False, "could not extend"),
+], ids=["blind-pexpire", "set-px", "never"])
+def test_extend_stress_check_names_what_a_broken_extend_does(lab: Lab, bad_extend: Any, problem: str) -> None:
+    problems = locks.extend_stress_check(lab, bad_extend, locks.release_lua, clients=3, cycles=20)
+    assert any(problem in p for p in problems)
