@@ -245,3 +245,10 @@ def test_explore_releases_its_connections(lab: Lab) -> None:
     with pytest.raises(TypeError):
         explore(lab, {"A": read_then_write(key, 1)}, lambda c, r: None, watch=[key])
     assert len(lab._clients) == before
+
+
+def test_explorer_runs_on_a_cluster(cluster_lab: Lab) -> None:
+    key = cluster_lab.ns.tagged("limiter", "counter")
+    found = explore(cluster_lab, {"A": naive_limiter(key), "B": naive_limiter(key)}, admitted_at_most_limit(key),
+                    setup=one_slot_left(key), watch=[key])
+    assert (found.total, found.bad_count) == (6, 4)

@@ -224,3 +224,10 @@ def test_run_processes_timeout_kills_every_process(lab: Lab) -> None:
     with pytest.raises(RunTimeout):
         run_processes(lab, lambda ctx: time.sleep(30), clients=2, iterations=1, timeout=0.5)
     assert multiprocessing.active_children() == []
+
+
+def test_run_clients_on_a_cluster(cluster_lab: Lab) -> None:
+    key = cluster_lab.ns.tagged("n", "counter")
+    result = run_clients(cluster_lab, lambda ctx: ctx.client.incr(key), clients=4, iterations=10)
+    assert sorted(v for *_, v in result.outcomes) == list(range(1, 41))
+    assert _client_threads() == []

@@ -221,3 +221,15 @@ def test_parse_and_format_helpers() -> None:
         return (x.decode() if isinstance(x, bytes) else x).removeprefix("racelab:t:0:")
     assert format_value({"racelab:t:0:k": [1, None, b"x"]}, short) == "{'k': [1, None, b'x']}"
     assert format_value(ValueError("bad"), str) == "ValueError: bad"
+
+
+def test_schedules_and_watch_run_on_a_cluster_with_tagged_keys(cluster_lab: Lab) -> None:
+    key = cluster_lab.ns.tagged("limiter", "counter")
+    trace = run_schedule(cluster_lab, {"A": naive_limiter(key, 5), "B": naive_limiter(key, 5)}, "ABAB",
+                         setup=lambda c: c.set(key, 4), watch=[key])
+    assert [(r.client, r.command, r.reply, r.state) for r in trace.rows] == [
+        ("A", "GET {limiter}:counter", "'4'", "{limiter}:counter=4"),
+        ("B", "GET {limiter}:counter", "'4'", "{limiter}:counter=4"),
+        ("A", "INCR {limiter}:counter", "5", "{limiter}:counter=5"),
+        ("B", "INCR {limiter}:counter", "6", "{limiter}:counter=6")]
+    assert trace.results == {"A": "allowed", "B": "allowed"}
