@@ -129,6 +129,14 @@ def lua_limit(script: Any, key: str, limit: int | str, window: int | str) -> tup
     return int(status), value
 
 
+def lua_limit_or_error(script: Any, key: str, limit: int | str, window: int | str) -> tuple[int, int | str] | str:
+    """Return lua_limit's (status, value), or "error CODE" (e.g. "error WRONGTYPE") for a Redis error reply."""
+    try:
+        return lua_limit(script, key, limit, window)
+    except redis.ResponseError as exc:
+        return f"error {str(exc).split()[0]}"
+
+
 def lua_allow(script: Any, key: str, limit: int, window: int) -> bool:
     """Return True if the Lua limiter admits the request; raise LimiterStateError on status 2."""
     status, value = lua_limit(script, key, limit, window)

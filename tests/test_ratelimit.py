@@ -15,7 +15,7 @@ from helpers import Lab
 from helpers.explore import explore
 from helpers.race import run_clients
 from helpers.schedule import run_schedule
-from helpers.ratelimit import (LUA_SCRIPT, LimiterStateError, TooMuchContention, admitted_over_limit,
+from helpers.ratelimit import (LUA_SCRIPT, LimiterStateError, lua_limit_or_error, TooMuchContention, admitted_over_limit,
                                backoff_delay, docs_pattern_allow, ifeq_cas_allow, incr_expire_multi_allow,
                                incr_first_allow, lost_update_increment, lua_allow, lua_limit, naive_allow,
                                plain_client_watch_allow, watch_allow, admits_at_most, ifeq_program,
@@ -284,3 +284,12 @@ def test_client_functions_admit_exactly_the_limit_except_naive(lab: Lab) -> None
 def test_client_functions_reject_unknown_names() -> None:
     with pytest.raises(ValueError, match="unknown strategies"):
         client_functions("k", 1, 1, ("naive", "optimistic"))
+
+
+def test_lua_limit_or_error_names_the_redis_error_code(lab: Lab) -> None:
+    c, key = lab.client(), lab.key("w")
+    script = lab.script(LUA_SCRIPT, c)
+    assert lua_limit_or_error(script, key, 2, WINDOW) == (1, 1)
+    c.delete(key)
+    c.rpush(key, "x")
+    assert lua_limit_or_error(script, key, 2, WINDOW) == "error WRONGTYPE"
