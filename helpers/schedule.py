@@ -72,7 +72,20 @@ class Step:
         """Return the label with keys shortened (raw commands) or as given (calls)."""
         if not self.args:
             return self.label
-        return " ".join(short(a) for a in self.args)
+        return " ".join(_word(short(a)) for a in self.args)
+
+
+def _word(text: str) -> str:
+    """Return text for a command line: quoted if empty or unprintable (a newline must not break the table).
+
+    Spaces are left as they are: labels such as "(clock)", "lease on", key read naturally.
+    """
+    return text if text and text.isprintable() else repr(text)
+
+
+def _one_line(text: str) -> str:
+    """Return text with unprintable characters (newlines, escapes) shown as Python escapes."""
+    return text if text.isprintable() else repr(text)[1:-1]
 
 
 def cmd(*args: Any) -> Step:
@@ -101,7 +114,7 @@ def clock_expires(key: str, label: str | None = None) -> Program:
         return "TTL ran out: key expired"
 
     def program() -> Generator[Step, Any, str]:
-        return (yield Step(label or "", expire_now, () if label else ("(clock) TTL of", key, "runs out")))
+        return (yield Step(label or "", expire_now, () if label else ("(clock)", "TTL", "of", key, "runs", "out")))
 
     return program
 
@@ -109,10 +122,14 @@ def clock_expires(key: str, label: str | None = None) -> Program:
 def format_value(value: Any, short: Callable[[Any], str]) -> str:
     """Return a stable one-line text for a reply or result (keys shortened, errors by class)."""
     if isinstance(value, BaseException):
-        return f"{type(value).__name__}: {value}"
-    if isinstance(value, (str, bytes)):
-        text = short(value)
-        return repr(text) if not isinstance(value, bytes) else repr(text.encode())
+        return _one_line(f"{type(value).__name__}: {value}")
+    if isinstance(value, bytes):
+        try:
+            return repr(short(value.decode()).encode())
+        except UnicodeDecodeError:  # binary: shown as bytes, never decoded
+            return repr(value)
+    if isinstance(value, str):
+        return repr(short(value))
     if isinstance(value, dict):
         return "{" + ", ".join(f"{format_value(k, short)}: {format_value(v, short)}"
                                for k, v in value.items()) + "}"
@@ -120,6 +137,17 @@ def format_value(value: Any, short: Callable[[Any], str]) -> str:
         inner = ", ".join(format_value(v, short) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
     return repr(value)
+
+
+def short_text(lab: Any, x: Any) -> str:
+    """Return x as text for a trace: keys without the run prefix, undecodable bytes as b'...'."""
+    if isinstance(x, bytes):
+        try:
+            x = x.decode()
+        except UnicodeDecodeError:
+            prefix = lab.ns.prefix.encode()
+            return repr(x[len(prefix):] if x.startswith(prefix) else x)
+    return lab.ns.short(x) if isinstance(x, str) else _text(x)
 
 
 def _text(x: Any) -> str:
@@ -147,7 +175,7 @@ def read_state(client: Any, keys: Iterable[str], short: Callable[[Any], str]) ->
         else:
             value = f"<{kind}>"
         ttl = " (ttl)" if kind != "none" and client.pttl(key) >= 0 else ""
-        parts.append(f"{short(key)}={value}{ttl}")
+        parts.append(f"{_one_line(short(key))}={_one_line(value)}{ttl}")
     return ", ".join(parts)
 
 
@@ -273,7 +301,7 @@ class ScheduleRun:
         if not programs:
             raise ValueError("programs must name at least one client")
         self.lab, self.watch, self.observe = lab, list(watch), observe
-        self.short = lambda x: lab.ns.short(x) if isinstance(x, (str, bytes)) else _text(x)
+        self.short = lambda x: short_text(lab, x)
         self._shared = connections
         self._own = connections is None
         self.observer = lab.client() if connections is None else connections.observer

@@ -233,3 +233,24 @@ def test_schedules_and_watch_run_on_a_cluster_with_tagged_keys(cluster_lab: Lab)
         ("A", "INCR {limiter}:counter", "5", "{limiter}:counter=5"),
         ("B", "INCR {limiter}:counter", "6", "{limiter}:counter=6")]
     assert trace.results == {"A": "allowed", "B": "allowed"}
+
+
+def test_hostile_keys_and_values_keep_one_line_per_step(lab: Lab) -> None:
+    spaced, binary = lab.key("a key\nwith newline"), lab.key("bin").encode() + b"\xff"
+
+    def program():
+        yield cmd("SET", spaced, "two\nlines")
+        yield cmd("SET", binary, b"\x00\xfe")
+        yield cmd("GET", spaced)
+        return "done"
+    try:
+        trace = run_schedule(lab, {"A": program}, "AAA", watch=[spaced])
+    finally:
+        lab.client(decode_responses=False).delete(binary)  # binary key names: delete them ourselves
+    lines = str(trace).splitlines()
+    assert len(lines) == 2 + 1 + 3 + 1  # header, rule, setup, three steps, results
+    assert trace.rows[0].command == "SET 'a key\\nwith newline' 'two\\nlines'"
+    assert run_schedule(lab, {"A": lambda: (yield cmd("ECHO", "a b", ""))}, "A").rows[0].command == "ECHO a b ''"
+    assert trace.rows[1].command == "SET b'bin\\xff' b'\\x00\\xfe'"
+    assert trace.rows[2].reply == "'two\\nlines'"
+    assert trace.rows[2].state == "a key\\nwith newline=two\\nlines"
