@@ -30,8 +30,12 @@ Normalisation, and nothing else:
 
 Each generated sequence uses fresh keys under this run's namespace, deleted afterwards.
 ``RACELAB_DIFF_EXAMPLES`` (default 2000) sets the number of sequences; the count actually run is
-asserted and written to the terminal (CI log). The Lua part runs every lua/*.lua script with
-generated arguments the same way (``LUA_CASES``: argument strategies by file stem).
+asserted and written to the terminal summary (CI log). Every ordered choice of one to three SET
+option groups is also run exhaustively from three starting states. The Lua part runs every
+lua/*.lua script with generated arguments the same way (``LUA_CASES``: key names and argument
+strategies by file stem; a stem without an entry is skipped with a visible reason). Function
+libraries (``#!lua name=...``) are loaded with FUNCTION LOAD REPLACE and called with FCALL/FCALL_RO,
+on a private server this module starts, so nothing shared is touched.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ from hypothesis import strategies as st
 from helpers import Lab, connect
 from helpers.fake84 import parse_set_options
 from helpers.scripts import LUA_DIR
+from helpers.server import RedisServer
 
 MIN_SEQUENCES = 2000
 N_SEQUENCES = int(os.environ.get("RACELAB_DIFF_EXAMPLES", str(MIN_SEQUENCES)))
@@ -67,7 +72,7 @@ ERROR_CODES = frozenset({"WRONGTYPE", "NOSCRIPT", "BUSY", "BUSYKEY", "EXECABORT"
                          "CROSSSLOT", "OOM", "READONLY", "NOPERM", "NOAUTH", "LOADING", "NOREPLICAS"})
 # Commands whose error messages must match word for word (the Redis 8.4 surface the suite teaches);
 # for the others only the error class must match, and message differences are counted and reported.
-EXACT_MESSAGE_COMMANDS = frozenset({b"SET", b"DELEX", b"DIGEST", b"EVAL"})
+EXACT_MESSAGE_COMMANDS = frozenset({b"SET", b"DELEX", b"DIGEST", b"EVAL", b"FCALL", b"FCALL_RO"})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,7 +168,7 @@ def _hash_items(reply: Any) -> tuple[tuple[bytes, bytes], ...]:
 
 
 # Real Redis appends where a script's redis.call error was raised; fakeredis does not (registered).
-SCRIPT_ERROR_WHERE = re.compile(r" script: [0-9a-f]{40}, on @user_script:\d+\.$")
+SCRIPT_ERROR_WHERE = re.compile(r" script: \S+, on @user_(script|function):\d+\.$")
 
 
 def strip_script_location(reply: Any) -> Any:
@@ -177,8 +182,9 @@ def same_replies(command: bytes, real: list[Any], fake: list[Any], stats: "Stats
     """Return whether two reply lists agree (error messages: see EXACT_MESSAGE_COMMANDS)."""
     if len(real) != len(fake):
         return False
-    if command.upper() == b"EVAL":
+    if command.upper() in (b"EVAL", b"FCALL", b"FCALL_RO"):
         real = [strip_script_location(r) for r in real]
+        fake = [strip_script_location(f) for f in fake]  # fakeredis adds it for FCALL, not for EVAL
     for r, f in zip(real, fake):
         if isinstance(r, Err) and isinstance(f, Err):
             if r.error_class != f.error_class:
@@ -283,7 +289,7 @@ def _explain(history: list[Any]) -> str:
 @pytest.fixture(scope="module")
 def pair(real_url: str) -> Iterator[Pair]:
     """The embedded backend and the session's real server, with this module's namespace."""
-    real_lab = connect("differential", url=real_url)
+    real_lab = connect("differential", url=real_url, owned=False)
     fake_lab = connect("differential", backend="embedded", run_id=real_lab.ns.run_id)
     the_pair = Pair(Side("real", real_lab), Side("embedded", fake_lab), prefix=real_lab.ns.prefix)
     try:
@@ -489,7 +495,7 @@ def option_combinations() -> Iterator[tuple[tuple[bytes, ...], ...]]:
 
 def test_every_ordered_combination_of_up_to_three_set_options_matches(
         pair: Pair, request: pytest.FixtureRequest) -> None:
-    start, cases = time.perf_counter(), 0
+    start, cases, doubles = time.perf_counter(), 0, pair.stats.double_replies
     for combo in option_combinations():
         opts = tuple(token for group in combo for token in group)
         for state, setup in START_STATES.items():
@@ -508,7 +514,8 @@ def test_every_ordered_combination_of_up_to_three_set_options_matches(
             cases += 1
     _report(request, f"differential (SET option grammar): {cases} cases (every ordered choice of 1-3 of "
                      f"{len(OPTION_GROUPS)} option groups x {len(START_STATES)} starting states), "
-                     f"{time.perf_counter() - start:.1f} s")
+                     f"{pair.stats.double_replies - doubles} double replies from the real server's "
+                     f"IFDEQ+GET defect, {time.perf_counter() - start:.1f} s")
     assert cases == sum(len(OPTION_GROUPS) ** n for n in (1, 2, 3)) * len(START_STATES)
 
 
@@ -522,6 +529,7 @@ class LuaCase:
 
     keys: tuple[str, ...]
     argv: Any  # Callable[[list[bytes]], SearchStrategy[list[bytes]]]
+    functions: tuple[str, ...] = ()  # function libraries: the functions to FCALL / FCALL_RO
 
 
 def _argv(*parts: st.SearchStrategy[bytes]) -> Any:
@@ -564,6 +572,9 @@ LUA_CASES: dict[str, LuaCase] = {
         st.sampled_from([b"r1", b"r2", b"", b"x" * 129]))),
     "reserve_seats": LuaCase(("left", "bookings"), _argv(
         st.sampled_from([b"b1", b"b-2", b"", b"bad id", b"x" * 65]), numbers(b"1", b"2", b"10", b"11"))),
+    "demo_library": LuaCase(("counter",), _argv(numbers(b"1", b"5", b"1000", b"1001")),
+                            functions=("racelab_demo_hit", "racelab_demo_peek")),
+    "dict_library": LuaCase(("ids", "index", "meta"), _argv(STRINGS), functions=("racelab_dict_get_or_put",)),
     "return_conversions": LuaCase((), _argv(st.sampled_from(
         [b"nil", b"false", b"true", b"integer", b"float", b"negative_float", b"numeric_string", b"array",
          b"array_with_hole", b"nested", b"named_fields", b"status", b"error", b"nope"]))),
@@ -595,18 +606,36 @@ def lua_stems() -> list[str]:
     return sorted(p.stem for p in LUA_DIR.glob("*.lua"))
 
 
+@pytest.fixture(scope="module")
+def library_pair(real_url: str) -> Iterator[Pair]:
+    """Like ``pair``, but the real side is a private server of this module: FUNCTION LOAD touches
+    nothing shared (real_url is requested only for its skip-or-fail rule when no server exists)."""
+    with RedisServer() as server:
+        real_lab = connect("differential_fn", url=server.url, owned=True)
+        fake_lab = connect("differential_fn", backend="embedded", run_id=real_lab.ns.run_id)
+        try:
+            yield Pair(Side("real", real_lab), Side("embedded", fake_lab), prefix=real_lab.ns.prefix)
+        finally:
+            for lab in (real_lab, fake_lab):
+                lab.cleanup()
+                lab.close()
+
+
 @pytest.mark.parametrize("stem", lua_stems())
-def test_lua_script_gets_the_same_replies_and_keyspace(
-        pair: Pair, stem: str, request: pytest.FixtureRequest) -> None:
+def test_lua_script_gets_the_same_replies_and_keyspace(stem: str, request: pytest.FixtureRequest) -> None:
     source = (LUA_DIR / f"{stem}.lua").read_bytes()
-    if source.startswith(b"#!lua"):
-        pytest.skip(f"lua/{stem}.lua is a function library (FCALL after FUNCTION LOAD on the shared server); "
-                    f"its FCALL behaviour is checked by its own tests on both backends")
+    library = source.startswith(b"#!lua")
     if stem in LUA_NOT_DIFFERENTIAL:
         pytest.skip(f"lua/{stem}.lua: {LUA_NOT_DIFFERENTIAL[stem]}")
     if stem not in LUA_CASES:
         pytest.skip(f"lua/{stem}.lua has no entry in LUA_CASES yet (add its argument strategies)")
     case = LUA_CASES[stem]
+    if library and not case.functions:
+        pytest.skip(f"lua/{stem}.lua is a function library but its LUA_CASES entry names no function")
+    pair: Pair = request.getfixturevalue("library_pair" if library else "pair")
+    if library:
+        loaded = [side.exchange("FUNCTION", "LOAD", "REPLACE", source) for side in (pair.real, pair.fake)]
+        assert loaded[0] == loaded[1] and not isinstance(loaded[0][0], Err), loaded
     start, before = time.perf_counter(), pair.stats.sequences
 
     @settings(max_examples=LUA_SEQUENCES, deadline=None, derandomize=True, database=None,
@@ -623,7 +652,12 @@ def test_lua_script_gets_the_same_replies_and_keyspace(
             for step in steps:
                 if step == "call":
                     argv = data.draw(case.argv(keys), label="argv")
-                    args = (b"EVAL", source, len(script_keys), *script_keys, *argv)
+                    if library:
+                        how = data.draw(st.sampled_from([b"FCALL", b"FCALL_RO"]), label="command")
+                        name = data.draw(st.sampled_from(case.functions), label="function")
+                        args = (how, name, len(script_keys), *script_keys, *argv)
+                    else:
+                        args = (b"EVAL", source, len(script_keys), *script_keys, *argv)
                 else:
                     args = resolve(step, keys)
                 pair.run_step(args, keys + _hidden_keys(stem, keys), history)
