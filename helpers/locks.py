@@ -334,6 +334,13 @@ class LockLoad:
     pause_where: str = "work"
     retry_s: float = 0.0002
 
+    def __post_init__(self) -> None:
+        _check_ttl(self.ttl_ms)
+        if min(self.work_s, self.pause_s, self.retry_s) < 0 or self.pause_every < 0:
+            raise ValueError("work_s, pause_s, retry_s and pause_every must not be negative")
+        if self.pause_where not in ("work", "release"):
+            raise ValueError(f"pause_where is 'work' or 'release', got {self.pause_where!r}")
+
     def pauses(self, client_id: int, iteration: int) -> bool:
         """Return True if this cycle of this client pauses."""
         return self.pause_every > 0 and (iteration + client_id) % self.pause_every == 0
@@ -345,9 +352,6 @@ def lock_cycle(load: LockLoad, release: Callable[..., Any]) -> Callable[[Any], A
     Records ops "acquire" (the successful attempt), "work" and "release" (result: what release
     returned) in the history; returns the release's result, so RunResult.counts() tallies them.
     """
-    if load.pause_where not in ("work", "release"):
-        raise ValueError(f"pause_where is 'work' or 'release', got {load.pause_where!r}")
-
     def client_fn(ctx: Any) -> Any:
         client, token = ctx.client, new_token()
         paused = load.pauses(ctx.client_id, ctx.iteration)

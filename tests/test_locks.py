@@ -368,9 +368,11 @@ def test_lock_load_pauses_every_nth_cycle_staggered_by_client() -> None:
     assert not any(locks.LockLoad(key="k", pause_every=0).pauses(0, i) for i in range(8))
 
 
-def test_lock_cycle_rejects_an_unknown_pause_place() -> None:
+@pytest.mark.parametrize("bad", [{"pause_where": "elsewhere"}, {"ttl_ms": 0}, {"pause_s": -1.0},
+                                 {"pause_every": -1}, {"retry_s": -0.1}])
+def test_lock_load_rejects_bad_settings(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
-        locks.lock_cycle(locks.LockLoad(key="k", pause_where="elsewhere"), locks.release_lua)
+        locks.LockLoad(key="k", **bad)
 
 
 def test_blind_release_under_overrunning_load_violates_mutual_exclusion(lab: Lab) -> None:
