@@ -472,6 +472,45 @@ def test_generated_command_sequences_get_the_same_replies_and_keyspace(
 
 
 # ---------------------------------------------------------------------------------------------
+# Shrunk counterexamples that found bugs (in the extension, in the harness, or a divergence)
+# ---------------------------------------------------------------------------------------------
+
+K0, K1 = Slot(0), Slot(1)
+REGRESSION_SEQUENCES: dict[str, list[tuple[Any, ...]]] = {
+    # While the rules were being measured on the server (each was wrong in a first draft):
+    "nx_after_a_condition_is_accepted": [(b"SET", K0, b"v"), (b"SET", K0, b"w", b"IFEQ", b"v", b"NX"),
+                                         (b"SET", K1, b"w", b"IFNE", b"v", b"NX")],
+    "repeated_condition_last_wins": [(b"SET", K0, b"v"), (b"SET", K0, b"w", b"IFEQ", b"x", b"IFEQ", b"v")],
+    "bad_digest_on_missing_key_is_not_checked": [(b"SET", K0, b"w", b"IFDEQ", b"abc"),
+                                                 (b"SET", K0, b"w", b"IFDNE", b"abc")],
+    "sixteen_non_hex_bytes_never_match": [(b"SET", K0, b"v"), (b"SET", K0, b"w", b"IFDEQ", b"z" * 16),
+                                          (b"SET", K0, b"w", b"IFDNE", b"z" * 16)],
+    "bad_digest_with_get_double_reply": [(b"SET", K0, b"v"), (b"SET", K0, b"w", b"IFDEQ", b"abc", b"GET"),
+                                         (b"GET", K0)],
+    "expiry_error_before_condition": [(b"SET", K0, b"w", b"IFEQ", b"x", b"EX", b"0")],
+    "wrongtype_before_digest_length": [(b"HSET", K0, b"f", b"v"), (b"SET", K0, b"w", b"IFDEQ", b"abc")],
+    # Found by the generated runs:
+    "hash_snapshot_shape": [(b"HSET", K0, b"f", b"v")],
+    "pxat_near_2_63_float_seconds": [(b"SET", K0, b"123", b"PXAT", b"9223372036854775807")],
+    "expire_gt_lt_wording": [(b"SET", K0, b"v"), (b"EXPIRE", K0, b"100", b"GT", b"LT")],
+    "expire_bad_number_and_bad_option": [(b"EXPIRE", K0, b"abc", b"FOO")],
+    "script_error_location_suffix": [(b"SET", K0, b"a"),
+                                     (b"EVAL", b"return redis.call('INCR', KEYS[1])", 1, K0)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSION_SEQUENCES))
+def test_regression_sequence_gets_the_same_replies_and_keyspace(pair: Pair, name: str) -> None:
+    run_sequence(pair, REGRESSION_SEQUENCES[name])
+
+
+def test_the_bad_digest_regression_really_meets_the_real_servers_double_reply(pair: Pair) -> None:
+    before = pair.stats.double_replies
+    run_sequence(pair, REGRESSION_SEQUENCES["bad_digest_with_get_double_reply"])
+    assert pair.stats.double_replies == before + 1
+
+
+# ---------------------------------------------------------------------------------------------
 # Every ordered combination of up to three SET options, from three starting states
 # ---------------------------------------------------------------------------------------------
 
