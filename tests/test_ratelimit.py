@@ -127,6 +127,13 @@ def test_backoff_delay_is_jittered_and_capped() -> None:
         assert max(delays) > ceiling / 2  # jitter spreads over the range, not a constant
 
 
+def test_backoff_delay_survives_huge_attempt_numbers_and_rejects_nonsense() -> None:
+    assert 0.0 <= backoff_delay(10_000, 0.001, 0.01) <= 0.01
+    for bad in [(0, 0.001, 0.01), (1, -0.001, 0.01), (1, 0.001, -1.0)]:
+        with pytest.raises(ValueError):
+            backoff_delay(*bad)
+
+
 def test_incr_first_counts_rejected_attempts_too(lab: Lab) -> None:
     c, key = lab.client(), lab.key("w")
     results = [incr_first_allow(c, key, 3, WINDOW) for _ in range(7)]
