@@ -27,6 +27,10 @@ The ``*_program`` functions are the same strategies as step-by-step programs for
 ``helpers.schedule`` / ``helpers.explore``: one yielded step per Redis command, so a forced
 schedule can put another client's command between any two of them. A Lua script or a
 MULTI/EXEC pipeline is one ``call`` step: nothing can run inside it.
+
+``client_functions`` wraps the strategies as ``client_fn(ctx)`` for ``helpers.race.run_clients``
+(think time and retry counting wired to the context). ``check_sliding_window`` is the stress
+check of the notebook's sliding-window exercise (solution: lua/rate_limit_sliding_window.lua).
 """
 
 from __future__ import annotations
