@@ -483,6 +483,12 @@ def test_extend_stress_check_passes_the_lua_extend(lab: Lab) -> None:
     assert locks.extend_stress_check(lab, locks.extend_lua, locks.release_lua, clients=3, cycles=20) == []
 
 
+def test_extend_stress_check_passes_native_set_ifeq(lab: Lab) -> None:
+    if not lab.caps.set_ifeq:
+        pytest.skip(f"{lab.kind} backend has no SET IFEQ")
+    assert locks.extend_stress_check(lab, locks.extend_ifeq, locks.release_delex, clients=3, cycles=20) == []
+
+
 @pytest.mark.parametrize("bad_extend, problem", [
     (lambda c, k, t, ttl: bool(c.pexpire(k, ttl)), "another client's lock"),
     (lambda c, k, t, ttl: bool(c.set(k, t, px=ttl)), "another client's lock"),
