@@ -250,3 +250,19 @@ def test_embedded_answers_a_bad_digest_with_get_with_one_error() -> None:
         client.execute_command("SET", "k", "w", "IFDEQ", "abc", "GET")
     assert client.ping() is True
     assert client.get("k") == b"v"
+
+
+@pytest.mark.parametrize("operand,aborts", [("x", False), ("v", True)])
+def test_only_a_conditional_set_that_writes_aborts_a_watcher(lab: Lab, operand: str, aborts: bool) -> None:
+    watcher, other, k = lab.client(), lab.client(), lab.key("watched")
+    watcher.set(k, "v")
+    with watcher.pipeline() as pipe:
+        pipe.watch(k)
+        other.set(k, "w", ifeq=operand)
+        pipe.multi()
+        pipe.get(k)
+        if aborts:
+            with pytest.raises(redis.WatchError):
+                pipe.execute()
+        else:
+            assert pipe.execute() == ["v"]
