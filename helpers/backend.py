@@ -171,7 +171,7 @@ class Lab:
 
     def cleanup(self) -> int:
         """Delete this run's keys (and nothing else); return how many were deleted."""
-        c = self.client()
+        c = self.client(decode_responses=False)  # binary key names must not break cleanup
         try:
             return self.ns.cleanup(c)
         finally:

@@ -71,7 +71,7 @@ def snapshot(client: Any) -> Snapshot:
 def suite_leftovers(client: Any) -> list[str]:
     """Return suite keys still present (under racelab:, excluding the foreign look-alike)."""
     found = client.scan_iter(match=escape_glob(f"{SUITE_PREFIX}:") + "*", count=1000)
-    names = (k.decode() if isinstance(k, bytes) else k for k in found)
+    names = (k.decode(errors="backslashreplace") if isinstance(k, bytes) else k for k in found)
     return sorted(n for n in names if n != LOOKALIKE_KEY)
 
 

@@ -61,10 +61,12 @@ class Namespace:
         text = key.decode(errors="replace") if isinstance(key, bytes) else key
         return text.startswith(self.prefix)
 
-    def keys(self, client: Any) -> list[str]:
-        """Return every key under this prefix (SCAN, all cluster primaries), sorted."""
-        found = client.scan_iter(match=escape_glob(self.prefix) + "*", count=1000)
-        return sorted(k.decode() if isinstance(k, bytes) else k for k in found)
+    def keys(self, client: Any) -> list[Any]:
+        """Return every key under this prefix (SCAN, all cluster primaries), sorted, as the client returns them.
+
+        Use a client with decode_responses=False when keys may not be valid UTF-8.
+        """
+        return sorted(client.scan_iter(match=escape_glob(self.prefix) + "*", count=1000))
 
     def cleanup(self, client: Any) -> int:
         """Delete every key under this prefix and nothing else; return how many were deleted."""

@@ -57,6 +57,16 @@ def test_cleanup_removes_own_keys_and_nothing_else(lab):
         c.delete(other.key("a"), lab.ns.prefix.rstrip(":"))
 
 
+def test_cleanup_removes_binary_and_glob_named_keys(lab):
+    raw = lab.client(decode_responses=False)
+    names = [lab.key("").encode() + b"\xff\xfe", lab.key("[a-z]*?").encode(), lab.key("\\").encode(),
+             lab.key("line\nbreak").encode(), lab.key(" ").encode()]
+    for name in names:
+        raw.set(name, b"\x00")
+    assert lab.cleanup() == len(names)
+    assert lab.ns.keys(raw) == []
+
+
 def test_cleanup_on_cluster_reaches_every_node(cluster_lab):
     c = cluster_lab.client()
     keys = [cluster_lab.key(f"k{i}") for i in range(30)]
