@@ -3,7 +3,8 @@
 The lock is the pattern of the Redis ``SET`` docs: ``SET key token NX PX ttl`` with a token of
 20 random bytes, so only the client that wrote the token can recognise the lock as its own.
 Every release function takes ``(client, key, token)`` and returns True if *this call* deleted the
-key. Two of them are broken on purpose, because the blind-DEL notebook reproduces their races:
+key (``release_lua_checked`` returns "released", "expired" or "stolen" instead). Two of them are
+broken on purpose, because the blind-DEL notebook reproduces their races:
 
 * ``release_blind``: ``DEL key``. Deletes whoever's lock is there now.
 * ``release_check_then_del``: ``GET``, compare in Python, ``DEL``. The key can expire and be
@@ -20,8 +21,12 @@ held the lock; for that the resource itself must refuse stale holders: ``acquire
 out a fencing token (INCR) with each grant and ``write_fenced`` (lua/fenced_write.lua) rejects
 writes whose token is older than one already seen.
 
+For the notebook's experiments: ``lock_cycle`` / ``extend_cycle`` build ``run_clients`` client
+functions for a ``LockLoad`` (lease, work, which cycles pause past the lease);
 ``lease_spans`` turns a recorded history into "certainly held" intervals and ``violations``
-counts overlapping ones, i.e. two clients holding a valid lease on the same lock at once.
+counts overlapping ones, i.e. two clients holding a valid lease on the same lock at once;
+``holder_program`` and friends are forced-schedule programs (``helpers.schedule``) with the
+lease's end as an explicit clock step (``lease_runs_out``).
 """
 
 from __future__ import annotations
@@ -46,16 +51,17 @@ TOKEN_BYTES = 20
 EXPIRY_SLACK_NS = 2_000_000
 MAX_WATCH_ATTEMPTS = 100
 
-Release = Callable[[Any, str, Any], bool]
-
-
 class LockContention(RuntimeError):
     """A WATCH-based release saw its key change on every attempt and gave up."""
 
 
+class LockWaitTimeout(TimeoutError):
+    """A client of a threaded lock load waited longer than its limit for the lock."""
+
+
 def _as_bytes(value: Any) -> bytes:
-    if isinstance(value, bytes):
-        return value
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
     if isinstance(value, str):
         return value.encode()
     raise TypeError(f"a token is str or bytes, got {type(value).__name__}")
@@ -333,17 +339,34 @@ class LockLoad:
     pause_every: int = 10
     pause_where: str = "work"
     retry_s: float = 0.0002
+    wait_limit_s: float = 10.0
 
     def __post_init__(self) -> None:
         _check_ttl(self.ttl_ms)
         if min(self.work_s, self.pause_s, self.retry_s) < 0 or self.pause_every < 0:
             raise ValueError("work_s, pause_s, retry_s and pause_every must not be negative")
+        if self.wait_limit_s <= 0:
+            raise ValueError(f"wait_limit_s must be positive, got {self.wait_limit_s!r}")
         if self.pause_where not in ("work", "release"):
             raise ValueError(f"pause_where is 'work' or 'release', got {self.pause_where!r}")
 
     def pauses(self, client_id: int, iteration: int) -> bool:
         """Return True if this cycle of this client pauses."""
         return self.pause_every > 0 and (iteration + client_id) % self.pause_every == 0
+
+
+def _spin_until_acquired(ctx: Any, load: LockLoad, token: str) -> None:
+    """Retry SET NX PX every retry_s until it succeeds; record the successful attempt as "acquire"."""
+    give_up = _monotonic_ns() + int(load.wait_limit_s * 1e9)
+    while True:
+        start = _monotonic_ns()
+        if acquire(ctx.client, load.key, token, load.ttl_ms):
+            ctx.record("acquire", start, _monotonic_ns(), True)
+            return
+        if start > give_up:
+            raise LockWaitTimeout(f"client {ctx.client_id} waited more than {load.wait_limit_s} s for "
+                                  f"{load.key} (is a key without a TTL in the way?)")
+        ctx.think(load.retry_s)
 
 
 def lock_cycle(load: LockLoad, release: Callable[..., Any]) -> Callable[[Any], Any]:
@@ -355,13 +378,7 @@ def lock_cycle(load: LockLoad, release: Callable[..., Any]) -> Callable[[Any], A
     def client_fn(ctx: Any) -> Any:
         client, token = ctx.client, new_token()
         paused = load.pauses(ctx.client_id, ctx.iteration)
-        while True:
-            start = _monotonic_ns()
-            taken = acquire(client, load.key, token, load.ttl_ms)
-            if taken:
-                ctx.record("acquire", start, _monotonic_ns(), True)
-                break
-            ctx.think(load.retry_s)
+        _spin_until_acquired(ctx, load, token)
         overran = "overran" if load.pause_s * 1000 > load.ttl_ms else "paused"
         with ctx.op("work") as work:
             in_work = paused and load.pause_where == "work"
@@ -417,12 +434,7 @@ def extend_cycle(load: LockLoad, extend: Callable[[Any, str, Any, int], bool], r
     def client_fn(ctx: Any) -> Any:
         client, token = ctx.client, new_token()
         paused = load.pauses(ctx.client_id, ctx.iteration)
-        while True:
-            start = _monotonic_ns()
-            if acquire(client, load.key, token, load.ttl_ms):
-                ctx.record("acquire", start, _monotonic_ns(), True)
-                break
-            ctx.think(load.retry_s)
+        _spin_until_acquired(ctx, load, token)
         for chunk in range(chunks):
             if chunk:
                 with ctx.op("extend") as ext:

@@ -497,3 +497,14 @@ def test_extend_stress_check_passes_native_set_ifeq(lab: Lab) -> None:
 def test_extend_stress_check_names_what_a_broken_extend_does(lab: Lab, bad_extend: Any, problem: str) -> None:
     problems = locks.extend_stress_check(lab, bad_extend, locks.release_lua, clients=3, cycles=20)
     assert any(problem in p for p in problems)
+
+
+def test_lock_cycle_gives_up_on_a_lock_that_never_expires(lab: Lab) -> None:
+    from helpers.race import run_clients
+
+    key = lab.key("lock")
+    lab.client().set(key, "stuck forever")  # no TTL: nobody can ever take this lock
+    load = locks.LockLoad(key=key, wait_limit_s=0.05, retry_s=0.005)
+    with pytest.raises(locks.LockWaitTimeout):
+        run_clients(lab, locks.lock_cycle(load, locks.release_lua), clients=2, iterations=1)
+    assert lab.client().get(key) == "stuck forever"
