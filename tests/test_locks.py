@@ -508,3 +508,13 @@ def test_lock_cycle_gives_up_on_a_lock_that_never_expires(lab: Lab) -> None:
     with pytest.raises(locks.LockWaitTimeout):
         run_clients(lab, locks.lock_cycle(load, locks.release_lua), clients=2, iterations=1)
     assert lab.client().get(key) == "stuck forever"
+
+
+def test_lock_helpers_work_on_a_cluster(cluster_lab: Lab) -> None:
+    c = cluster_lab.client()
+    key, fence = cluster_lab.ns.tagged("job", "lock"), cluster_lab.ns.tagged("job", "fence")
+    assert locks.acquire_fenced(c, key, fence, MINE, 30_000) == 1
+    assert locks.release_lua(c, key, THEIRS) is False
+    assert locks.extend_lua(c, key, MINE, 60_000) is True
+    assert locks.release_lua_checked(c, key, MINE) == locks.RELEASED
+    assert locks.acquire(c, key, MINE, 30_000) and locks.release_delex(c, key, MINE)

@@ -109,3 +109,12 @@ def test_bad_arity_is_an_error_and_nothing_changes(lab: Lab, n_keys: int, args: 
     with pytest.raises(redis.ResponseError, match=STEM):
         lab.script(STEM, c)(keys=keys, args=args)
     assert c.exists(*keys) == 0
+
+
+def test_runs_on_a_cluster_when_both_keys_share_a_hash_tag(cluster_lab: Lab) -> None:
+    c = cluster_lab.client()
+    resource, fence = keys_of(cluster_lab)
+    write = cluster_lab.script(STEM, c)
+    assert write(keys=[resource, fence], args=[2, "new"]) == 1
+    assert write(keys=[resource, fence], args=[1, "old"]) == 0
+    assert c.get(resource) == "new"
