@@ -18,12 +18,14 @@ Normalisation, and nothing else:
   differently or checks arguments in another order (same class, other message: EXPIRE with GT and
   LT, EXPIRE with a bad number *and* a bad option). Those are counted and listed in the terminal
   summary, not failed, and the ones seen are pinned in tests/test_divergences.py. An error raised
-  by ``redis.call`` inside a script carries `` script: <sha>, on @user_script:<line>.`` on real
-  Redis only; that suffix is removed before comparing (a registered divergence);
+  by ``redis.call`` inside a script carries `` script: <sha|function>, on @user_script:<line>.``
+  on real Redis (fakeredis adds it for FCALL, not for EVAL); that suffix is removed from both
+  before comparing (a registered divergence);
 * a TTL compares exactly when it is -1/-2, else to within ``TTL_TOLERANCE_MS`` (the two servers
   set it a few milliseconds apart), plus 2**-50 of its size (fakeredis stores expiry times as float
-  seconds, so ``PXAT 9223372036854775807`` comes back about 2 s off: a registered divergence). Generated expiries are either >= 100 s away or already in the
-  past, so no key expires during a sequence on one backend and not on the other;
+  seconds, so ``PXAT 9223372036854775807`` comes back about 2 s off: a registered divergence).
+  Generated expiries are either >= 100 s away or already in the past, so no key expires during a
+  sequence on one backend and not on the other;
 * the real server's defect (``SET k v IFDEQ|IFDNE <digest not 16 bytes> GET`` on an existing string
   key answers twice: the old value, then the error) is accepted only in exactly that shape, where
   the embedded backend answers the error alone, and counted (docs/divergences.md).
@@ -53,6 +55,7 @@ from typing import Any
 import pytest
 import redis
 import xxhash
+from fakeredis._helpers import SimpleError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -167,7 +170,7 @@ def _hash_items(reply: Any) -> tuple[tuple[bytes, bytes], ...]:
     return tuple(sorted(pairs))
 
 
-# Real Redis appends where a script's redis.call error was raised; fakeredis does not (registered).
+# Real Redis appends where a script's redis.call error was raised; fakeredis only under FCALL (registered).
 SCRIPT_ERROR_WHERE = re.compile(r" script: \S+, on @user_(script|function):\d+\.$")
 
 
@@ -220,7 +223,7 @@ def is_bad_digest_get(args: tuple[Any, ...]) -> bool:
         return False
     try:
         flags, _, condition = parse_set_options(tuple(args[3:]))
-    except Exception:  # noqa: BLE001 - any parse failure means "not that form"
+    except SimpleError:  # a syntax error: not that form
         return False
     return b"get" in flags and condition is not None and condition[0] in (b"ifdeq", b"ifdne") \
         and len(condition[1]) != 16
