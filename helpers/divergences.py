@@ -32,12 +32,12 @@ DIVERGENCES: tuple[Divergence, ...] = (
     Divergence(
         "watched_key_expiring_does_not_abort_exec", "a WATCHed key expires before EXEC",
         "EXEC runs the transaction", "EXEC aborts (nil reply, redis-py WatchError) since Redis 6.0.9",
-        "WATCH demos change the key with a write, never rely on expiry to abort"),
+        "no notebook relies on an expiry to abort a WATCH; the demos change the key with a write"),
     Divergence(
         "lua_not_sandboxed", "the Lua environment of EVAL scripts",
         "not sandboxed: os (with os.execute), io, require, loadstring, dofile exist",
         "sandboxed: io, require, loadstring, dofile are absent; reading an unknown global is an error",
-        "sandbox_* scripts run only on a real server; never rely on their absence on embedded"),
+        "notebook 04 runs the sandbox_* scripts on the backend and on a throwaway real server and shows both"),
     Divergence(
         "lua_global_write_error_wording", "a script assigns a global variable",
         "error 'Script attempted to set global variables: x'",
@@ -55,8 +55,8 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "suite scripts return redis.error_reply(...) (same on both); never error({err=...})"),
     Divergence(
         "lua_redis_call_error_location", "an error raised by redis.call inside a script",
-        "the command's error text only",
-        "the text plus ' script: <sha>, on @user_script:<line>.'",
+        "the command's error text only under EVAL (under FCALL it adds the suffix, like Redis)",
+        "the text plus ' script: <sha or function>, on @user_script:<line>.' (@user_function under FCALL)",
         "the differential tests strip the suffix; notebooks print only the error class or use pcall"),
     Divergence(
         "lua_missing_libraries", "Lua libraries available to scripts",
@@ -66,10 +66,10 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "no_script_kill_no_busy", "a long-running script",
         "no time limit: it runs to the end and blocks every client (SCRIPT KILL is an unknown command)",
         "after busy-reply-threshold (5 s) other clients get BUSY; SCRIPT KILL stops a read-only script",
-        "runaway-script cells run only on a server the suite started (lab.caps.script_kill)"),
+        "notebook 05 runs runaway scripts only on a scratch redis-server the suite starts"),
     Divergence(
         "no_eval_ro", "EVAL_RO / EVALSHA_RO", "unknown command", "runs a read-only script",
-        "cells check lab.caps.eval_ro"),
+        "cells check lab.caps.eval_ro and say so on embedded"),
     Divergence(
         "no_info_config_object_debug", "INFO, CONFIG GET/SET, OBJECT, DEBUG", "unknown commands",
         "available", "the backend reads the version from the FakeServer; such cells need a real server"),
@@ -107,5 +107,7 @@ def markdown_table() -> str:
     rows = ["| what | embedded (fakeredis) | real Redis | how the suite handles it |", "|---|---|---|---|"]
     for d in DIVERGENCES:
         what = f"{d.what} **(Redis server defect)**" if d.server_defect else d.what
-        rows.append(f"| {what} | {d.embedded} | {d.real} | {d.handling} |")
+        cells = (c.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+                 for c in (what, d.embedded, d.real, d.handling))
+        rows.append("| " + " | ".join(cells) + " |")
     return "\n".join(rows)
