@@ -518,3 +518,4 @@ def test_lock_helpers_work_on_a_cluster(cluster_lab: Lab) -> None:
     assert locks.extend_lua(c, key, MINE, 60_000) is True
     assert locks.release_lua_checked(c, key, MINE) == locks.RELEASED
     assert locks.acquire(c, key, MINE, 30_000) and locks.release_delex(c, key, MINE)
+    assert locks.acquire(c, key, MINE, 30_000) and locks.release_watch(c, key, MINE)
