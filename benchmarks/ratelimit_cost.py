@@ -4,7 +4,7 @@ Throughput: every strategy of helpers.ratelimit runs flat out (no think time) wi
 that every request is admitted, so each run measures the admit path: naive GET + INCR, the Lua
 script, WATCH/MULTI/EXEC (+ retries), INCR first, INCR + EXPIRE NX in MULTI, and Redis 8.4
 ``SET ... IFEQ`` compare-and-set (+ retries) where the server has it. Reported per client count:
-median requests/s (p5-p95 over repetitions, after a warm-up run) and the cost ratio naive / fix
+median requests/s (p5-p95 over repetitions, after a warm-up round; strategies interleaved) and the cost ratio naive / fix
 (above 1: the fix is slower than the race it removes).
 
 Overshoot: the naive limiter, 8 clients x 100 requests against a limit of 100, repeated; reported as
@@ -26,7 +26,7 @@ from typing import Any
 from helpers.backend import Lab, connect
 from helpers.measure import Stats, summarize
 from helpers.race import repeat_runs, run_processes
-from helpers.ratelimit import STRATEGIES, client_functions
+from helpers.ratelimit import STRATEGIES, client_functions, compare_strategies
 
 WINDOW = 60
 OVERSHOOT_LIMIT, OVERSHOOT_CLIENTS, OVERSHOOT_REQUESTS = 100, 8, 100
@@ -40,17 +40,15 @@ def strategies_for(lab: Lab) -> tuple[str, ...]:
 
 def measure_throughput(lab: Lab, names: Sequence[str], clients: Sequence[int], requests: int,
                        repeats: int) -> dict[str, dict[int, Stats]]:
-    """Return {strategy: {clients: Stats of requests/s}} over repeats runs of `requests` each, after a warm-up run."""
+    """Return {strategy: {clients: Stats of requests/s}} over repeats runs of `requests` each, after a warm-up round.
+
+    Strategies take turns run by run (helpers.ratelimit.compare_strategies), so load from other
+    processes on the machine spreads over all of them.
+    """
     key = lab.key("bench:throughput")
     fns = client_functions(key, 10**9, WINDOW, tuple(names), think=False)
-    table: dict[str, dict[int, Stats]] = {}
-    for name, fn in fns.items():
-        table[name] = {}
-        for n in clients:
-            runs = repeat_runs(lab, fn, runs=repeats + 1, reset=lambda c: c.delete(key), clients=n,
-                               iterations=max(1, requests // n))[1:]
-            table[name][n] = summarize(r.throughput for r in runs)
-    return table
+    runs = compare_strategies(lab, key, fns, tuple(clients), requests, repeats)
+    return {name: {n: summarize(r.throughput for r in rs) for n, rs in per.items()} for name, per in runs.items()}
 
 
 def measure_overshoot(lab: Lab, runs: int, processes: bool = False) -> list[int]:

@@ -393,6 +393,32 @@ def client_functions(key: str, limit: int, window: int, names: tuple[str, ...] =
     return {n: table[n] for n in names}
 
 
+def compare_strategies(lab: Any, key: str, fns: dict[str, Callable[[Any], Any]], client_counts: tuple[int, ...],
+                       requests: int, repeats: int, warmup: int = 1) -> dict[str, dict[int, list[Any]]]:
+    """Return {strategy: {clients: [RunResult per timed run]}}, strategies interleaved run by run.
+
+    For each client count, every repetition runs every strategy once (key deleted before each
+    run, `requests` split over the clients), so a load spike on a shared machine hits all
+    strategies alike instead of whichever happened to be measured then. The first `warmup`
+    repetitions are not kept.
+    """
+    if repeats < 1 or warmup < 0 or requests < 1 or not client_counts or min(client_counts) < 1:
+        raise ValueError("need repeats >= 1, warmup >= 0, requests >= 1 and client counts >= 1")
+    results: dict[str, dict[int, list[Any]]] = {name: {n: [] for n in client_counts} for name in fns}
+    observer = lab.client()
+    try:
+        for clients in client_counts:
+            for rep in range(warmup + repeats):
+                for name, fn in fns.items():
+                    observer.delete(key)
+                    result = run_clients(lab, fn, clients=clients, iterations=max(1, requests // clients))
+                    if rep >= warmup:
+                        results[name][clients].append(result)
+    finally:
+        lab.release(observer)
+    return results
+
+
 # --- the stress check for the sliding-window exercise ------------------------------------
 
 SLIDING_SCRIPT = "rate_limit_sliding_window"

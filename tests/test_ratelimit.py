@@ -18,7 +18,7 @@ from helpers.schedule import run_schedule
 from helpers.ratelimit import (LUA_SCRIPT, LimiterStateError, lua_limit_or_error, TooMuchContention, admitted_over_limit,
                                backoff_delay, docs_pattern_allow, ifeq_cas_allow, incr_expire_multi_allow,
                                incr_first_allow, lost_update_increment, lua_allow, lua_limit, naive_allow,
-                               plain_client_watch_allow, watch_allow, admits_at_most, ifeq_program,
+                               plain_client_watch_allow, watch_allow, admits_at_most, compare_strategies, ifeq_program,
                                incr_first_program, lost_update_program, lua_program, multi_program,
                                naive_program, watch_program, client_functions)
 
@@ -300,3 +300,17 @@ def test_lua_limit_or_error_names_the_redis_error_code(lab: Lab) -> None:
     c.delete(key)
     c.rpush(key, "x")
     assert lua_limit_or_error(script, key, 2, WINDOW) == "error WRONGTYPE"
+
+
+def test_compare_strategies_keeps_repeats_runs_per_strategy_and_client_count(lab: Lab) -> None:
+    key = lab.key("w")
+    fns = client_functions(key, 10**6, WINDOW, ("naive", "lua"), think=False)
+    runs = compare_strategies(lab, key, fns, (1, 2), requests=4, repeats=2)
+    assert {name: {n: len(rs) for n, rs in per.items()} for name, per in runs.items()} == \
+        {"naive": {1: 2, 2: 2}, "lua": {1: 2, 2: 2}}
+    assert all(r.count(True) == 4 and r.clients == n for per in runs.values() for n, rs in per.items() for r in rs)
+
+
+def test_compare_strategies_rejects_nonsense(lab: Lab) -> None:
+    with pytest.raises(ValueError):
+        compare_strategies(lab, lab.key("w"), {}, (0,), requests=4, repeats=1)
