@@ -57,7 +57,7 @@ def test_wrong_type_key_is_refused_and_nothing_is_written(lab: Lab) -> None:
     client.set(keys.index, b"foreign")
     with pytest.raises(redis.ResponseError, match=r"WRONGTYPE.*KEYS\[2\]"):
         batch(keys=keys.all(), args=[b"a", b"b"])
-    assert lab.ns.keys(client) == [keys.index]
+    assert lab.ns.keys(client) == [keys.index.encode()]
 
 
 def test_inconsistency_found_late_in_the_batch_writes_nothing(lab: Lab) -> None:

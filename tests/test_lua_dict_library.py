@@ -96,7 +96,7 @@ def test_invalid_arguments_and_corrupt_counter_write_nothing(lab: Lab, loaded: A
     loaded.hset(keys.meta, "last_id", b"x1")
     with pytest.raises(redis.ResponseError, match="invalid-counter"):
         _call(loaded, keys.all(), b"x")
-    assert lab.ns.keys(loaded) == [keys.meta]
+    assert lab.ns.keys(loaded) == [keys.meta.encode()]
 
 
 def test_many_concurrent_workers_keep_a_bijection_with_dense_ids(lab: Lab, loaded: Any) -> None:
