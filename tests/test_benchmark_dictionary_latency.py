@@ -44,3 +44,18 @@ def test_measure_sizes_grows_one_dictionary_and_leaves_it_valid(lab: Lab) -> Non
 def test_main_rejects_bad_arguments(argv: list[str]) -> None:
     with pytest.raises(SystemExit):
         bench.main(argv)
+
+
+def test_without_a_redis_server_both_skips_real_and_real_alone_fails(monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    def no_server(backend: str, sizes: list[int], repeats: int) -> str:
+        if backend == "real":
+            raise bench.ServerNotFound("no redis-server >= 8.4 found")
+        return f"{backend} table"
+
+    monkeypatch.setattr(bench, "run_backend", no_server)
+    assert bench.main(["--backend", "both"]) == 0
+    out = capsys.readouterr().out
+    assert "embedded table" in out and "real server skipped: no redis-server" in out
+    assert bench.main(["--backend", "real"]) == 1
+    assert "cannot run on a real server" in capsys.readouterr().out
