@@ -168,7 +168,7 @@ def watch_allow(client: Any, key: str, limit: int, window: int, think: Think = N
     """
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
-    with client.pipeline() as pipe:
+    with client.pipeline(transaction=True) as pipe:  # transaction=True: a cluster pipeline needs it for WATCH
         for attempt in range(1, max_attempts + 1):
             try:
                 pipe.watch(key)  # on the pipeline: WATCH goes out on the pipeline's own connection

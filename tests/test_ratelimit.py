@@ -314,3 +314,11 @@ def test_compare_strategies_keeps_repeats_runs_per_strategy_and_client_count(lab
 def test_compare_strategies_rejects_nonsense(lab: Lab) -> None:
     with pytest.raises(ValueError):
         compare_strategies(lab, lab.key("w"), {}, (0,), requests=4, repeats=1)
+
+
+def test_watch_and_multi_limiters_work_on_a_cluster(cluster_lab: Lab) -> None:
+    c, key = cluster_lab.client(), cluster_lab.ns.tagged("rl", "w")
+    assert [watch_allow(c, key, 2, WINDOW) for _ in range(3)] == [True, True, False]
+    c.delete(key)
+    assert [incr_expire_multi_allow(c, key, 2, WINDOW) for _ in range(3)] == [True, True, False]
+    assert 0 < c.ttl(key) <= WINDOW
