@@ -70,6 +70,7 @@ class TooMuchContention(RuntimeError):
 
 
 def _pause(think: Think) -> None:
+    """Call think if given (the gap between a limiter's read and its write)."""
     if think is not None:
         think()
 
@@ -430,6 +431,7 @@ SLIDING_SCRIPT = "rate_limit_sliding_window"
 
 
 def _sliding(script: Any, key: str, limit: int, window_ms: int, now_ms: int, request_id: str) -> list:
+    """Return a sliding-window script's reply as [status, value]."""
     reply = script(keys=[key], args=[limit, window_ms, now_ms, request_id])
     return [int(reply[0]), reply[1]]
 
