@@ -208,6 +208,20 @@ def test_expire_option_error_wording(lab: Lab) -> None:
         assert order == "Unsupported option FOO"
 
 
+def test_argument_checked_before_type(lab: Lab) -> None:
+    c, k = lab.client(), lab.key("text")
+    c.set(k, "v")
+    hincrby = _error(lambda: c.execute_command("HINCRBY", k, "f", "x"))
+    zadd = _error(lambda: c.execute_command("ZADD", k, "x", "a"))
+    if lab.kind == "embedded":
+        assert hincrby.startswith("WRONGTYPE") and zadd.startswith("WRONGTYPE")
+    else:
+        assert hincrby == "value is not an integer or out of range"
+        assert zadd == "value is not a valid float"
+    # With a valid argument both say WRONGTYPE.
+    assert _error(lambda: c.execute_command("HINCRBY", k, "f", "1")).startswith("WRONGTYPE")
+
+
 # ---- the real server's defect --------------------------------------------------------------------
 
 def _raw_replies(client: redis.Redis, *args: Any) -> list[Any]:
