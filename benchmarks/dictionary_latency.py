@@ -89,13 +89,13 @@ def measure_sizes(client: Any, keys: DictKeys, sizes: Sequence[int], repeats: in
 def report(backend: str, version: str, rows: Sequence[SizeRow]) -> str:
     """Return the table for one backend: medians, spreads, ratios (and server-side figures if any)."""
     lines = [f"{backend} (Redis {version}): seconds per registration of a new string, median (p5-p95)",
-             f"{'size':>8}  {'HGETALL + HSETNX':>28}  {'Lua script':>26}  {'ratio':>8}"
+             f"{'size':>8}  {'HGETALL + HSETNX':>32}  {'Lua script':>26}  {'ratio':>8}"
              + (f"  {'server µs HGETALL':>17}  {'server µs script':>16}  {'server ratio':>12}"
                 if any(r.server_scan_us is not None for r in rows) else "")]
     for r in rows:
         scan = f"{r.scan.median * 1e3:.3f} ms ({r.scan.p5 * 1e3:.3f}-{r.scan.p95 * 1e3:.3f})"
         lua = f"{r.lua.median * 1e3:.3f} ms ({r.lua.p5 * 1e3:.3f}-{r.lua.p95 * 1e3:.3f})"
-        line = f"{r.size:>8,}  {scan:>28}  {lua:>26}  {r.ratio:>7.1f}x"
+        line = f"{r.size:>8,}  {scan:>32}  {lua:>26}  {r.ratio:>7.1f}x"
         if r.server_scan_us is not None:
             server_ratio = r.server_ratio
             shown = "n/a" if server_ratio is None else f"{server_ratio:.{1 if server_ratio < 10 else 0}f}x"

@@ -19,7 +19,7 @@ def test_report_prints_medians_ratios_and_the_speed_up_at_the_largest_size() -> 
     rows = [bench.SizeRow(100, summarize([0.002, 0.001, 0.003]), summarize([0.001]), 15.0, 30.0),
             bench.SizeRow(10_000, summarize([0.5]), summarize([0.001]), 3000.0, 30.0)]
     text = bench.report("real", "8.6.3", rows)
-    assert "   100        2.000 ms (1.100-2.900)" in text
+    assert "     100            2.000 ms (1.100-2.900)" in text
     assert "    2.0x" in text and "  500.0x" in text
     assert "0.5x" in text and "100x" in text
     assert text.endswith("speed-up of the Lua script at 10,000 strings: 500x (client side)")
