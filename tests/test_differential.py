@@ -3,11 +3,15 @@
 Hypothesis generates short sequences of commands over three keys -- SET with every option
 combination (valid and invalid: conflicting, repeated, dangling, odd spelling, NUL-suffixed),
 GET, DEL, DELEX with each condition, DIGEST, EXPIRE/PEXPIRE with their flags, TYPE, HSET (to make
-wrong-type keys), INCR -- and runs each step on both backends, comparing
+wrong-type keys), INCR, and the suite's other commands (HSETNX, HGETALL, HINCRBY, INCRBY, SETNX,
+GETDEL, PERSIST, EXISTS, ZADD), some grouped in transactions ([WATCH], [a write from a second
+connection], MULTI, commands, EXEC or DISCARD) -- and runs each step on both backends, comparing
 
 * the replies, every one of them: each command is followed by ``ECHO <sentinel>`` and every reply
   before the sentinel is collected, so a server that answers twice is caught, not just desynced;
-* the keyspace after the step: TYPE, the value (GET / HGETALL) and the TTL of every key.
+* the keyspace after the step: TYPE, the value (GET / HGETALL / ZRANGE) and the TTL of every key.
+  (Inside MULTI each command is read as exactly one reply, QUEUED or an error; an error inside
+  EXEC's array compares as the reply of its own command would, messages by class only.)
 
 Normalisation, and nothing else:
 
@@ -100,6 +104,8 @@ class Err:
 def _freeze(reply: Any) -> Any:
     if isinstance(reply, list):
         return tuple(_freeze(r) for r in reply)
+    if isinstance(reply, redis.ResponseError):  # an error inside an array (EXEC)
+        return Err(type(reply).__name__, str(reply))
     return reply
 
 
@@ -122,9 +128,14 @@ class Side:
         except redis.ResponseError as exc:
             return Err(type(exc).__name__, str(exc))
 
-    def exchange(self, *args: Any) -> list[Any]:
-        """Return every reply the server sends to one command (normally exactly one)."""
+    def exchange(self, *args: Any, sentinel: bool = True) -> list[Any]:
+        """Return every reply the server sends to one command (normally exactly one).
+
+        Inside MULTI the sentinel would only be queued, so there (sentinel=False) exactly one reply is read.
+        """
         self.conn.send_command(*args)
+        if not sentinel:
+            return [self._read()]
         self.conn.send_command("ECHO", self.sentinel)
         replies = []
         for _ in range(5):
@@ -203,8 +214,13 @@ def registered_difference(command: bytes, real: Err, fake: Err) -> str | None:
     return None
 
 
-def same_replies(command: bytes, real: list[Any], fake: list[Any], stats: "Stats") -> bool:
-    """Return whether two reply lists agree (error messages: see EXACT_MESSAGE_COMMANDS)."""
+def same_replies(command: bytes, real: list[Any], fake: list[Any], stats: "Stats",
+                 queued: list[bytes] | None = None, lenient: bool = False) -> bool:
+    """Return whether two reply lists agree (error messages: see EXACT_MESSAGE_COMMANDS).
+
+    For EXEC, queued names the commands whose replies its array holds; inside it (lenient) an
+    error compares by class, or as a registered difference of its own command.
+    """
     command = command.upper()
     if len(real) != len(fake):
         return False
@@ -216,10 +232,14 @@ def same_replies(command: bytes, real: list[Any], fake: list[Any], stats: "Stats
             divergence_id = registered_difference(command, r, f)
             if divergence_id is not None:
                 stats.registered[divergence_id] += 1
-            elif r.error_class != f.error_class or command in EXACT_MESSAGE_COMMANDS:
+            elif r.error_class != f.error_class or (command in EXACT_MESSAGE_COMMANDS and not lenient):
                 return False
             else:
                 stats.message_differences[(command.decode(), r.message, f.message)] += 1
+        elif isinstance(r, tuple) and isinstance(f, tuple) and command == b"EXEC" and queued is not None:
+            if len(r) != len(f) or not all(same_replies(q, [ri], [fi], stats, lenient=True)
+                                           for q, ri, fi in zip(queued, r, f)):
+                return False
         elif r != f:
             return False
     return True
@@ -263,6 +283,8 @@ class Stats:
     double_replies: int = 0
     message_differences: Counter[tuple[str, str, str]] = field(default_factory=Counter)
     registered: Counter[str] = field(default_factory=Counter)
+    transactions: int = 0
+    transactions_aborted: int = 0
 
 
 @dataclass
@@ -274,6 +296,12 @@ class Pair:
     prefix: str
     stats: Stats = field(default_factory=Stats)
     counter: int = 0
+    real_other: Side | None = None  # a second connection per backend (WATCH demos)
+    fake_other: Side | None = None
+
+    def __post_init__(self) -> None:
+        self.real_other = Side("real-2", self.real.lab)
+        self.fake_other = Side("embedded-2", self.fake.lab)
 
     def fresh_keys(self, names: list[str], tag: bool = False) -> list[bytes]:
         """Return new keys (never used before in this run) for one example."""
@@ -283,9 +311,39 @@ class Pair:
 
     def run_step(self, args: tuple[Any, ...], keys: list[bytes], history: list[Any]) -> None:
         """Run one command on both backends and assert same replies and same keyspace."""
-        before = self.fake.snapshot(keys)
-        real_replies = self.real.exchange(*args)
-        fake_replies = self.fake.exchange(*args)
+        self.compare(args, keys, history)
+        self.compare_keyspace(keys, history)
+
+    def run_transaction(self, tx: "Tx", keys: list[bytes], history: list[Any]) -> None:
+        """Run [WATCH], [a write from another connection], MULTI, commands, EXEC|DISCARD on both backends."""
+        if tx.watch is not None:
+            self.compare((b"WATCH", keys[tx.watch]), keys, history)
+        if tx.intruder is not None:
+            self.compare(resolve(tx.intruder, keys), keys, history, other=True)
+        self.compare((b"MULTI",), keys, history, in_multi=True)
+        for cmd in tx.commands:
+            self.compare(resolve(cmd, keys), keys, history, in_multi=True)
+        self.compare((tx.end,), keys, history, in_multi=True,
+                     queued=[bytes(c[0]) for c in tx.commands])
+        self.stats.transactions += 1
+        self.stats.transactions_aborted += history[-1][1] == [None]  # EXEC's nil: a WATCHed key changed
+        if tx.end == b"DISCARD" and tx.watch is not None:
+            self.compare((b"UNWATCH",), keys, history)
+        self.compare_keyspace(keys, history)
+
+    def compare_keyspace(self, keys: list[bytes], history: list[Any]) -> None:
+        """Assert both backends hold the same keys, values and TTLs."""
+        real_snap, fake_snap = self.real.snapshot(keys), self.fake.snapshot(keys)
+        assert same_keyspace(real_snap, fake_snap), _explain(history) + \
+            f"\nkeyspace real:     {real_snap}\nkeyspace embedded: {fake_snap}"
+
+    def compare(self, args: tuple[Any, ...], keys: list[bytes], history: list[Any], other: bool = False,
+                in_multi: bool = False, queued: list[bytes] | None = None) -> None:
+        """Run one command on both backends (on their second connection if other) and compare replies."""
+        real, fake = (self.real_other, self.fake_other) if other else (self.real, self.fake)
+        before = self.fake.snapshot(keys) if is_bad_digest_get(args) else []
+        real_replies = real.exchange(*args, sentinel=not in_multi)
+        fake_replies = fake.exchange(*args, sentinel=not in_multi)
         self.stats.commands += 1
         history.append((args, real_replies, fake_replies))
         if len(real_replies) == 2 and is_bad_digest_get(args) and isinstance(real_replies[1], Err):
@@ -295,11 +353,14 @@ class Pair:
             assert real_replies[0] == before[key_index][1], history
             real_replies = real_replies[1:]
             self.stats.double_replies += 1
-        assert same_replies(bytes(args[0]), real_replies, fake_replies, self.stats), _explain(history)
+        assert same_replies(bytes(args[0]), real_replies, fake_replies, self.stats, queued), _explain(history)
         self.stats.errors_compared += isinstance(real_replies[0], Err)
-        real_snap, fake_snap = self.real.snapshot(keys), self.fake.snapshot(keys)
-        assert same_keyspace(real_snap, fake_snap), _explain(history) + \
-            f"\nkeyspace real:     {real_snap}\nkeyspace embedded: {fake_snap}"
+
+    def reset(self) -> None:
+        """Leave any MULTI and WATCH on every connection (replies ignored: there may be none to leave)."""
+        for side in (self.real, self.fake, self.real_other, self.fake_other):
+            side.exchange("DISCARD")
+            side.exchange("UNWATCH")
 
     def cleanup(self, keys: list[bytes]) -> None:
         """Delete one example's keys on both backends."""
@@ -482,13 +543,38 @@ def resolve(args: tuple[Any, ...], keys: list[bytes]) -> tuple[Any, ...]:
     return tuple(keys[a] if isinstance(a, Slot) else a for a in args)
 
 
-def run_sequence(pair: Pair, seq: list[tuple[Any, ...]]) -> None:
+@dataclass(frozen=True)
+class Tx:
+    """A transaction step: [WATCH slot], [a command from another connection], MULTI, commands, EXEC|DISCARD."""
+
+    watch: Slot | None
+    intruder: tuple[Any, ...] | None
+    commands: tuple[tuple[Any, ...], ...]
+    end: bytes = b"EXEC"
+
+
+# The real server's double-reply form is kept out of transactions: inside MULTI it corrupts EXEC's array.
+tx_inner = commands.filter(lambda c: not is_bad_digest_get(c))
+transactions = st.builds(Tx, st.none() | slots, st.none() | tx_inner, st.lists(tx_inner, max_size=3).map(tuple),
+                         st.sampled_from([b"EXEC", b"EXEC", b"EXEC", b"DISCARD"]))
+# One step in four is a transaction (st.one_of would flatten the command branches and make them rare).
+steps = st.integers(0, 3).flatmap(lambda i: transactions if i == 0 else commands)
+sequences_with_transactions = st.lists(steps, min_size=1, max_size=6)
+
+
+def run_sequence(pair: Pair, seq: list[Any]) -> None:
     """Run one generated sequence on fresh keys, on both backends, comparing every step."""
     keys = pair.fresh_keys([f"k{i}" for i in range(KEY_SLOTS)])
     history: list[Any] = []
     try:
-        for args in seq:
-            pair.run_step(resolve(args, keys), keys, history)
+        for step in seq:
+            if isinstance(step, Tx):
+                pair.run_transaction(step, keys, history)
+            else:
+                pair.run_step(resolve(step, keys), keys, history)
+    except BaseException:
+        pair.reset()  # a failure may leave a connection inside MULTI or WATCHing
+        raise
     finally:
         pair.cleanup(keys)
     pair.stats.sequences += 1
@@ -504,13 +590,15 @@ def test_generated_command_sequences_get_the_same_replies_and_keyspace(
 
     @settings(max_examples=N_SEQUENCES, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-    @given(seq=sequences)
-    def check(seq: list[tuple[Any, ...]]) -> None:
+    @given(seq=sequences_with_transactions)
+    def check(seq: list[Any]) -> None:
         run_sequence(pair, seq)
 
     check()
     ran = pair.stats.sequences - before
-    _report(request, f"differential (commands): {ran} generated sequences, {pair.stats.commands} commands, "
+    _report(request, f"differential (commands): {ran} generated sequences, {pair.stats.commands} commands "
+                     f"({pair.stats.transactions} MULTI/EXEC|DISCARD, {pair.stats.transactions_aborted} aborted "
+                     f"by a WATCHed write), "
                      f"{pair.stats.errors_compared} error replies compared, {pair.stats.double_replies} "
                      f"double replies from the real server's IFDEQ+GET defect, "
                      f"{time.perf_counter() - start:.1f} s")
@@ -527,7 +615,7 @@ def test_generated_command_sequences_get_the_same_replies_and_keyspace(
 # ---------------------------------------------------------------------------------------------
 
 K0, K1 = Slot(0), Slot(1)
-REGRESSION_SEQUENCES: dict[str, list[tuple[Any, ...]]] = {
+REGRESSION_SEQUENCES: dict[str, list[Any]] = {
     # While the rules were being measured on the server (each was wrong in a first draft):
     "nx_after_a_condition_is_accepted": [(b"SET", K0, b"v"), (b"SET", K0, b"w", b"IFEQ", b"v", b"NX"),
                                          (b"SET", K1, b"w", b"IFNE", b"v", b"NX")],
@@ -547,6 +635,10 @@ REGRESSION_SEQUENCES: dict[str, list[tuple[Any, ...]]] = {
     "expire_bad_number_and_bad_option": [(b"EXPIRE", K0, b"abc", b"FOO")],
     "hincrby_bad_number_on_a_string": [(b"INCR", K0), (b"HINCRBY", K0, b"f", b"x")],
     "zadd_bad_score_on_a_string": [(b"SET", K0, b"v"), (b"ZADD", K0, b"x", b"a")],
+    "registered_difference_inside_exec": [Tx(None, None, ((b"SET", K0, b"v"), (b"HINCRBY", K0, b"f", b"x")))],
+    "watched_key_written_by_another_connection_aborts_exec": [
+        (b"SET", K0, b"v"), Tx(K0, (b"SET", K0, b"w", b"IFEQ", b"v"), ((b"INCR", K1),))],
+    "queue_time_error_aborts_exec": [Tx(None, None, ((b"SET", K0, b"v"), (b"DELEX",)))],
     "script_error_location_suffix": [(b"SET", K0, b"a"),
                                      (b"EVAL", b"return redis.call('INCR', KEYS[1])", 1, K0)],
 }
