@@ -60,12 +60,11 @@ def test_psetex_setex_getex_round_expiry(lab: Lab) -> None:
     c.set(g, "v")
     c.getex(g, px=100_500)
     c.set(ref, "v", px=100_500)
+    remainders = [c.pexpiretime(k) % 1000 for k in (p, s, g)]
     if lab.kind == "embedded":
-        # The absolute expiry is truncated to a whole second.
-        assert [c.pexpiretime(k) % 1000 for k in (p, s, g)] == [0, 0, 0]
-        assert c.pttl(p) <= 100_000 + 500
+        assert remainders == [0, 0, 0]  # the absolute expiry is truncated to a whole second
     else:
-        assert c.pttl(p) > 100_000 and c.pttl(g) > 100_000 and c.pttl(s) > 99_000
+        assert remainders != [0, 0, 0]  # milliseconds kept (all three whole: a 1-in-10^9 coincidence)
     # SET ... PX (what the suite uses) keeps the milliseconds on both.
     assert abs(c.pexpiretime(ref) - c.pexpiretime(p)) < 1_500
 
