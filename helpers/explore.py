@@ -146,7 +146,7 @@ def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any,
     outcomes: list[Outcome] = []
     guide: list[str] | None = []
     previous: list[tuple[list[str], str]] = []
-    with Connections(lab, programs) as connections:
+    with Connections(lab, programs, [*(reset if reset is not None else ()), *watch]) as connections:
         while guide is not None:
             if len(outcomes) >= max_schedules:
                 raise TooManySchedules(f"more than {max_schedules} schedules; shorten the programs "

@@ -49,7 +49,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
+from redis.connection import parse_url
 
+from helpers.guard import GuardedRedis
 from helpers.race import Op
 
 Program = Callable[[], Generator["Step", Any, Any]]
@@ -254,13 +256,13 @@ class Connections:
     they found it (redis-py pipelines do).
     """
 
-    def __init__(self, lab: Any, names: Iterable[str]) -> None:
-        self.lab = lab
+    def __init__(self, lab: Any, names: Iterable[str], keys: Sequence[str] = ()) -> None:
+        self.lab, self.keys = lab, list(keys)
         self.observer = lab.client()
         self.actors: dict[str, Any] = {}
         try:
             for name in names:
-                self.actors[name] = actor_client(lab)
+                self.actors[name] = actor_client(lab, self.keys, self.observer)
         except BaseException:
             self.close()
             raise
@@ -268,7 +270,7 @@ class Connections:
     def replace(self, name: str) -> None:
         """Swap client name's connection for a new one (after its state could not be reset)."""
         self.lab.release(self.actors[name])
-        self.actors[name] = actor_client(self.lab)
+        self.actors[name] = actor_client(self.lab, self.keys, self.observer)
 
     def close(self) -> None:
         """Release every client."""
@@ -283,9 +285,27 @@ class Connections:
         self.close()
 
 
-def actor_client(lab: Any) -> Any:
-    """Return a client pinned to one connection, so WATCH/MULTI state lasts across its steps."""
-    return lab.client(single_connection_client=True)
+def actor_client(lab: Any, keys: Sequence[str] = (), router: Any = None) -> Any:
+    """Return a client pinned to one connection, so WATCH/MULTI state lasts across its steps.
+
+    A cluster client cannot do that (it routes by key, so MULTI/EXEC/UNWATCH have nowhere to go
+    and WATCH lands on any pooled connection). When ``router`` is a cluster client and all of
+    ``keys`` live on one node, the actor is a plain single-connection client of that node, which
+    serves every command of a schedule whose keys share a hash tag.
+    """
+    node = _single_node(router, keys) if hasattr(router, "get_node_from_key") and keys else None
+    if node is None:
+        return lab.client(single_connection_client=True)
+    host, port = node
+    options = {**parse_url(lab.url), "host": host, "port": port}
+    return GuardedRedis(**options, decode_responses=True, single_connection_client=True,
+                        racelab_owned=lab.owns_server)
+
+
+def _single_node(router: Any, keys: Sequence[str]) -> tuple[str, int] | None:
+    """Return (host, port) of the cluster node holding every key, or None if they are spread out."""
+    nodes = {(n.host, n.port) for n in (router.get_node_from_key(k) for k in keys)}
+    return nodes.pop() if len(nodes) == 1 else None
 
 
 class ScheduleRun:
@@ -321,7 +341,8 @@ class ScheduleRun:
                 setup(self.observer)
             self.initial_state = self._state()
             for name, program in programs.items():
-                self.actors[name] = actor_client(lab) if connections is None else connections.actors[name]
+                self.actors[name] = (actor_client(lab, [*to_reset, *self.watch], self.observer)
+                                     if connections is None else connections.actors[name])
                 self._gens[name] = program()
                 self._advance(name, lambda g: next(g))
         except BaseException:

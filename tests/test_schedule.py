@@ -254,3 +254,65 @@ def test_hostile_keys_and_values_keep_one_line_per_step(lab: Lab) -> None:
     assert trace.rows[1].command == "SET b'bin\\xff' b'\\x00\\xfe'"
     assert trace.rows[2].reply == "'two\\nlines'"
     assert trace.rows[2].state == "a key\\nwith newline=two\\nlines"
+
+
+def test_raw_watch_multi_exec_and_unwatch_run_on_a_cluster_with_tagged_keys(cluster_lab: Lab) -> None:
+    key, other = cluster_lab.ns.tagged("tx", "counter"), cluster_lab.ns.tagged("tx", "other")
+
+    def optimistic():
+        yield cmd("WATCH", key)
+        value = int((yield cmd("GET", key)) or 0)
+        if value >= 100:
+            yield cmd("UNWATCH")
+            return "gave up"
+        yield cmd("MULTI")
+        yield cmd("SET", key, value + 1)
+        yield cmd("INCR", other)
+        return (yield cmd("EXEC"))
+
+    def writer():
+        yield cmd("SET", key, 100)
+        return "wrote"
+    aborted = run_schedule(cluster_lab, {"A": optimistic, "B": writer}, "AABAAAA", watch=[key, other])
+    assert aborted.results["A"] is None and aborted.final_state == "{tx}:counter=100, {tx}:other=nil"
+    committed = run_schedule(cluster_lab, {"A": optimistic, "B": writer}, "AAAAAAB", watch=[key, other])
+    assert committed.results["A"] == ["OK", 1]
+    assert committed.final_state == "{tx}:counter=100, {tx}:other=1"
+    gave_up = run_schedule(cluster_lab, {"A": optimistic, "B": writer}, "BAAA", watch=[key, other])
+    assert gave_up.results["A"] == "gave up" and [r.reply for r in gave_up.rows][-1] == "True"
+
+
+def test_explore_runs_watch_programs_on_a_cluster(cluster_lab: Lab) -> None:
+    from helpers.explore import explore
+
+    key = cluster_lab.ns.tagged("tx", "counter")
+
+    def increment():
+        for _ in range(3):
+            yield cmd("WATCH", key)
+            value = int((yield cmd("GET", key)) or 0)
+            yield cmd("MULTI")
+            yield cmd("SET", key, value + 1)
+            if (yield cmd("EXEC")) is not None:
+                return "done"
+        return "gave up"
+    found = explore(cluster_lab, {"A": increment, "B": increment},
+                    lambda c, results: results != {"A": "done", "B": "done"} or c.get(key) == "2", watch=[key])
+    assert found.total > 1 and found.bad_count == 0
+
+
+def test_schedules_on_keys_of_several_cluster_nodes_still_run_plain_commands(cluster_lab: Lab) -> None:
+    from redis.crc import key_slot
+
+    keys = [cluster_lab.ns.tagged(f"n{i}", "k") for i in range(40)]
+    router = cluster_lab.client()
+    spread = [k for k in keys if router.get_node_from_key(k).port != router.get_node_from_key(keys[0]).port]
+    assert spread and key_slot(spread[0].encode()) != key_slot(keys[0].encode())
+    a, b = keys[0], spread[0]
+
+    def writer():
+        yield cmd("SET", a, "1")
+        yield cmd("SET", b, "2")
+        return "wrote"
+    trace = run_schedule(cluster_lab, {"A": writer}, "AA", watch=[a, b])
+    assert trace.results == {"A": "wrote"} and router.get(a) == "1" and router.get(b) == "2"
