@@ -75,6 +75,13 @@ def _pause(think: Think) -> None:
         think()
 
 
+def _check_limits(limit: int, window: int) -> None:
+    """Raise ValueError unless limit and window are positive ints (0 or less would disable the limiter)."""
+    for name, value in (("limit", limit), ("window", window)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
 def _as_int(value: Any) -> int:
     """Return a GET reply (None, str or bytes) as an int; a missing key counts as 0."""
     return 0 if value is None else int(value)
@@ -167,6 +174,7 @@ def watch_allow(client: Any, key: str, limit: int, window: int, think: Think = N
     the attempt is retried after a jittered backoff; after ``max_attempts`` aborted attempts
     TooMuchContention is raised. There is no ``while True``.
     """
+    _check_limits(limit, window)
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
     with client.pipeline(transaction=True) as pipe:  # transaction=True: a cluster pipeline needs it for WATCH
@@ -196,6 +204,7 @@ def watch_allow(client: Any, key: str, limit: int, window: int, think: Think = N
 
 def incr_first_allow(client: Any, key: str, limit: int, window: int, think: Think = None) -> bool:
     """Return True if the value INCR returns is within limit (atomic; rejected attempts still count)."""
+    _check_limits(limit, window)
     count = client.incr(key)
     if count == 1:
         _pause(think)  # a crash here leaves a counter without TTL: see incr_expire_multi_allow
@@ -205,6 +214,7 @@ def incr_first_allow(client: Any, key: str, limit: int, window: int, think: Thin
 
 def incr_expire_multi_allow(client: Any, key: str, limit: int, window: int, think: Think = None) -> bool:
     """Return True if INCR (sent with EXPIRE NX in one MULTI/EXEC) returns a value within limit."""
+    _check_limits(limit, window)
     pipe = client.pipeline(transaction=True)
     pipe.incr(key)
     pipe.expire(key, window, nx=True)  # NX: TTL only if none, so the window stays fixed
@@ -220,6 +230,7 @@ def ifeq_cas_allow(client: Any, key: str, limit: int, window: int, think: Think 
     The read and the write are separate commands; the write succeeds only if the counter still
     holds what was read (``IFEQ``), or, for a first hit, does not exist yet (``NX``).
     """
+    _check_limits(limit, window)
     if max_attempts < 1:
         raise ValueError("max_attempts must be at least 1")
     for attempt in range(1, max_attempts + 1):
@@ -380,6 +391,8 @@ def client_functions(key: str, limit: int, window: int, names: tuple[str, ...] =
     optimistic ones get CONTENDED_MAX_ATTEMPTS: every client of a run hammers one key, and one
     unlucky request has been seen to need 26 attempts among 8 clients on a real server.
     """
+    _check_limits(limit, window)
+
     def pause(ctx: Any) -> Think:
         return ctx.think if think else None
 

@@ -322,3 +322,36 @@ def test_watch_and_multi_limiters_work_on_a_cluster(cluster_lab: Lab) -> None:
     c.delete(key)
     assert [incr_expire_multi_allow(c, key, 2, WINDOW) for _ in range(3)] == [True, True, False]
     assert 0 < c.ttl(key) <= WINDOW
+
+
+FIXED_LIMITERS = [incr_first_allow, incr_expire_multi_allow, watch_allow, ifeq_cas_allow]
+
+
+@pytest.mark.parametrize("limit, window", [(5, 0), (5, -5), (0, 60), (-1, 60), (True, 60), (5, 1.5), ("5", 60)])
+@pytest.mark.parametrize("limiter", FIXED_LIMITERS, ids=lambda f: f.__name__)
+def test_fixed_limiters_refuse_a_non_positive_limit_or_window_and_write_nothing(lab: Lab, limiter, limit,
+                                                                                window) -> None:
+    # Regression: with window 0 (or negative) incr_first_allow and incr_expire_multi_allow
+    # expired their own counter at once (EXPIRE 0 deletes the key) and admitted every request.
+    c, key = lab.client(), lab.key("w")
+    with pytest.raises(ValueError, match="limit|window"):
+        limiter(c, key, limit, window)
+    assert c.exists(key) == 0
+
+
+def test_client_functions_refuse_a_window_of_zero() -> None:
+    with pytest.raises(ValueError, match="window"):
+        client_functions("k", 5, 0, ("incr-first",))
+
+
+@pytest.mark.parametrize("limiter", FIXED_LIMITERS, ids=lambda f: f.__name__)
+def test_fixed_limiters_never_admit_over_the_limit_with_64_clients(lab: Lab, limiter) -> None:
+    if limiter is ifeq_cas_allow and not lab.caps.set_ifeq:
+        pytest.skip("SET ... IFEQ needs Redis >= 8.4")
+    key, limit = lab.key("w"), 37
+    kwargs = {"max_attempts": 10_000} if limiter in (watch_allow, ifeq_cas_allow) else {}
+    result = run_clients(lab, lambda ctx: limiter(ctx.client, key, limit, WINDOW, think=ctx.think, **kwargs),
+                         clients=64, iterations=3)
+    assert result.count(True) == limit
+    assert result.count(False) == 64 * 3 - limit
+    assert 0 < lab.client().ttl(key) <= WINDOW
