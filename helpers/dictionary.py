@@ -43,7 +43,7 @@ from redis.commands.core import Script
 from helpers.namespace import Namespace
 from helpers.race import RunResult, run_clients
 from helpers.schedule import Program, call, cmd
-from helpers.scripts import lua_source
+from helpers.scripts import load_library, lua_source
 
 COUNTER_FIELD = "last_id"
 SCRIPT = "dict_get_or_put"          # lua/dict_get_or_put.lua
@@ -143,9 +143,25 @@ def register_lua(client: Any, keys: DictKeys, text: Text, script: Any) -> Regist
     return Registration(int(script(keys=keys.all(), args=[text], client=client)), 1)
 
 
+def fcall_get_or_put(client: Any, keys: DictKeys, text: Text) -> Any:
+    """Return the reply of FCALL racelab_dict_get_or_put, loading the library first if it is missing.
+
+    Another run of the suite on the same server may delete racelab_dict at its cleanup while this
+    run still uses it; loading the same code again (FUNCTION LOAD REPLACE) is harmless, so a
+    "Function not found" reply loads it and calls once more.
+    """
+    try:
+        return client.fcall(FUNCTION, 3, *keys.all(), text)
+    except redis.ResponseError as exc:
+        if "function not found" not in str(exc).lower():
+            raise
+    load_library(client, LIBRARY)
+    return client.fcall(FUNCTION, 3, *keys.all(), text)
+
+
 def register_function(client: Any, keys: DictKeys, text: Text) -> Registration:
-    """Return text's id from FCALL racelab_dict_get_or_put (library lua/dict_library.lua loaded)."""
-    return Registration(int(client.fcall(FUNCTION, 3, *keys.all(), text)), 1)
+    """Return text's id from FCALL racelab_dict_get_or_put (lua/dict_library.lua; reloaded if another run deleted it)."""
+    return Registration(int(fcall_get_or_put(client, keys, text)), 1)
 
 
 def register_batch_lua(client: Any, keys: DictKeys, texts: Sequence[Text], script: Any) -> list[int]:
@@ -480,7 +496,7 @@ def function_program(keys: DictKeys, text: Text) -> Program:
     """Return a schedule program of ONE step, FCALL racelab_dict_get_or_put; returns the id."""
     def program():
         return int((yield call(f"FCALL {FUNCTION} {text!s}",
-                               lambda client: client.fcall(FUNCTION, 3, *keys.all(), text))))
+                               lambda client: fcall_get_or_put(client, keys, text))))
     return program
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from redis.exceptions import ResponseError
 
 from helpers import Lab
 from helpers.dictionary import (
@@ -343,3 +344,23 @@ def test_invariant_fails_when_a_client_gave_up(lab: Lab) -> None:
     invariant = dictionary_invariant(keys, {"A": "x"})
     assert invariant(lab.client(), {"A": "gave-up"}) is False
     assert invariant(lab.client(), {}) is True
+
+
+def test_function_strategy_survives_another_run_deleting_the_shared_library(lab: Lab) -> None:
+    # Two runs of the suite on one server share racelab_dict; the other run's cleanup deletes it.
+    client, other_run, keys = lab.client(), lab.client(), _keys(lab)
+    load_library(client, LIBRARY)
+    try:
+        assert register_function(client, keys, "a").id == 1
+        assert delete_library(other_run, LIBRARY) is True
+        assert register_function(client, keys, "b").id == 2
+        assert delete_library(other_run, LIBRARY) is True
+        trace = run_schedule(lab, {"A": function_program(keys, "c")}, "A", watch=[keys.ids], reset=[])
+        assert trace.results == {"A": 3}
+        broken = DictKeys(keys.ids, keys.index + ":not-a-hash", keys.meta)
+        client.set(broken.index, "x")
+        with pytest.raises(ResponseError, match="WRONGTYPE"):  # other errors still propagate
+            register_function(client, broken, "d")
+    finally:
+        delete_library(client, LIBRARY)
+    assert check_dictionary(client, keys).ok
