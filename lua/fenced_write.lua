@@ -16,13 +16,25 @@
 --   1  written: ARGV[1] >= the highest token seen; KEYS[1] = ARGV[2], KEYS[2] = ARGV[1]
 --   0  refused: ARGV[1] is older than the highest token seen; nothing changed
 -- Errors (nothing is changed):
---   ERR fenced_write: ...   wrong number of keys or arguments, or a token that is not a
---                           positive integer of at most 15 digits
+--   ERR fenced_write: ...   wrong number of keys or arguments, two equal keys or keys not
+--                           sharing one {hash tag}, or a token that is not a positive integer
+--                           of at most 15 digits
 --   WRONGTYPE fenced_write: ...   KEYS[1] is not a string, or KEYS[2] is not a string
 --                                 holding an integer
 if #KEYS ~= 2 or #ARGV ~= 2 then
   return redis.error_reply('ERR fenced_write: expected 2 keys (resource, fence) and 2 arguments (token, value), got '
     .. #KEYS .. ' keys and ' .. #ARGV .. ' arguments')
+end
+-- Return the content of key's hash tag as Redis Cluster computes it, or nil if it has none.
+local function hash_tag(key)
+  local open = string.find(key, '{', 1, true)
+  if not open then return nil end
+  local close = string.find(key, '}', open + 1, true)
+  if not close or close == open + 1 then return nil end
+  return string.sub(key, open + 1, close - 1)
+end
+if KEYS[1] == KEYS[2] or hash_tag(KEYS[1]) == nil or hash_tag(KEYS[1]) ~= hash_tag(KEYS[2]) then
+  return redis.error_reply('ERR fenced_write: the resource and fence keys must differ and share one {hash tag}')
 end
 local token_text, value = ARGV[1], ARGV[2]
 if not string.match(token_text, '^[1-9]%d*$') or #token_text > 15 then

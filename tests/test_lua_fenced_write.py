@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
 import redis
 
@@ -118,3 +120,38 @@ def test_runs_on_a_cluster_when_both_keys_share_a_hash_tag(cluster_lab: Lab) -> 
     assert write(keys=[resource, fence], args=[2, "new"]) == 1
     assert write(keys=[resource, fence], args=[1, "old"]) == 0
     assert c.get(resource) == "new"
+
+
+@pytest.mark.parametrize("names", [("same", "same"), ("plain-resource", "plain-fence"), ("{a}resource", "{b}fence"),
+                                   ("{}resource", "{}fence")],
+                         ids=["duplicate-key", "no-hash-tag", "different-tags", "empty-tags"])
+def test_keys_that_are_equal_or_do_not_share_a_hash_tag_are_an_error_and_nothing_changes(lab: Lab, names) -> None:
+    # Regression: with KEYS[1] == KEYS[2] the script returned 1 and the "resource" ended up
+    # holding the fencing token instead of the value.
+    c = lab.client()
+    keys = [lab.ns.tagged("job", "same")] * 2 if names[0] == "same" else [lab.key(n) for n in names]
+    with pytest.raises(redis.ResponseError, match=f"{STEM}: .*hash tag"):
+        lab.script(STEM, c)(keys=keys, args=[5, "v"])
+    assert c.exists(*keys) == 0
+
+
+def test_concurrent_writers_never_let_an_older_token_overwrite_a_newer_one(lab: Lab) -> None:
+    from helpers.race import run_clients
+
+    resource, fence = keys_of(lab)
+    tokens = list(range(1, 64 * 4 + 1))
+    random.Random(7).shuffle(tokens)
+
+    def writer(ctx) -> tuple[int, bool]:
+        script = ctx.local.setdefault("s", lab.script(STEM, ctx.client))
+        token = tokens[ctx.client_id * 4 + ctx.iteration]
+        return token, script(keys=[resource, fence], args=[token, f"from {token}"]) == 1
+
+    run = run_clients(lab, writer, clients=64, iterations=4)
+    accepted = [token for op_client, _, (token, ok) in sorted(run.outcomes) if ok]
+    c = lab.client()
+    assert max(tokens) in accepted
+    assert c.get(fence) == str(max(tokens))
+    assert c.get(resource) == f"from {max(tokens)}"
+    refused = {token for _, _, (token, ok) in run.outcomes if not ok}
+    assert all(t < max(tokens) for t in refused)
