@@ -10,12 +10,14 @@
 -- Errors (error replies; nothing has been written):
 --   ERR invalid-arguments   not exactly 1 key and 1 argument.
 --   ERR invalid-points      ARGV[1] is not a decimal integer in 1..1000.
---   ERR invalid-score       the score holds a string that is not a canonical integer
---                           (no leading zero or plus sign, at most 19 characters).
---   ERR increment or decrement would overflow   the score plus the points exceeds 2^63-1.
+--   ERR invalid-score       the score holds a string that is not a canonical integer in
+--                           -(2^53-1)..2^53-1 (no leading zero or plus sign).
+--   ERR score-overflow      the score plus the points would exceed 2^53-1: INCRBY's reply reaches
+--                           the script as a Lua number, exact only up to 2^53.
 --   WRONGTYPE               the score key holds another type (hash, list, ...).
 
 local MAX_POINTS = 1000
+local MAX_SCORE = 9007199254740991  -- 2^53-1
 local function fail(code, why)
     return redis.error_reply("ERR " .. code .. " anatomy_add_points: " .. why)
 end
@@ -32,7 +34,11 @@ if points > MAX_POINTS then
     return fail("invalid-points", "points must be a decimal integer 1..1000")
 end
 local stored = redis.call("GET", KEYS[1])  -- raises WRONGTYPE for a non-string key
-if stored and stored ~= "0" and (#stored > 19 or not string.find(stored, "^%-?[1-9]%d*$")) then
-    return fail("invalid-score", "the score is not an integer")
+if stored and stored ~= "0" and (#stored > 17 or not string.find(stored, "^%-?[1-9]%d*$")
+    or math.abs(tonumber(stored)) > MAX_SCORE) then
+    return fail("invalid-score", "the score is not an integer in -(2^53-1)..2^53-1")
+end
+if stored and tonumber(stored) + points > MAX_SCORE then
+    return fail("score-overflow", "the new score would exceed 2^53-1")
 end
 return redis.call("INCRBY", KEYS[1], points)
