@@ -14,17 +14,22 @@
 --   racelab_demo_peek  integer, the counter's value (0 if absent).
 -- Errors (error replies; nothing has been written):
 --   ERR invalid-arguments   wrong number of keys/arguments, or the amount is not an integer 1..1000.
---   ERR invalid-counter     the counter holds a string that is not a canonical integer.
+--   ERR invalid-counter     the counter holds a string that is not a canonical integer in
+--                           -(2^53-1)..2^53-1 (a Lua number holds integers exactly only up to 2^53).
+--   ERR counter-overflow    racelab_demo_hit only: the counter plus the amount would exceed 2^53-1.
 --   WRONGTYPE               the counter key holds another type.
 
 local function fail(name, code, why)
     return redis.error_reply("ERR " .. code .. " " .. name .. ": " .. why)
 end
 
+local MAX_COUNTER = 9007199254740991  -- 2^53-1
+
 local function read_counter(key)
     local stored = redis.call("GET", key)  -- raises WRONGTYPE for a non-string key
     if stored == false then return 0 end
-    if stored ~= "0" and (#stored > 16 or not string.find(stored, "^%-?[1-9]%d*$")) then
+    if stored ~= "0" and (#stored > 17 or not string.find(stored, "^%-?[1-9]%d*$")
+        or math.abs(tonumber(stored)) > MAX_COUNTER) then
         return nil
     end
     return tonumber(stored)
@@ -35,8 +40,12 @@ local function hit(keys, args)
         or tonumber(args[1]) > 1000 then
         return fail("racelab_demo_hit", "invalid-arguments", "expects 1 key and an amount 1..1000")
     end
-    if read_counter(keys[1]) == nil then
+    local counter = read_counter(keys[1])
+    if counter == nil then
         return fail("racelab_demo_hit", "invalid-counter", "the counter is not an integer")
+    end
+    if counter + tonumber(args[1]) > MAX_COUNTER then
+        return fail("racelab_demo_hit", "counter-overflow", "the counter would exceed 2^53-1")
     end
     return redis.call("INCRBY", keys[1], args[1])
 end

@@ -73,3 +73,27 @@ def test_a_hash_counter_raises_wrongtype(lab: Lab, client: redis.Redis) -> None:
     client.hset(key, "f", "v")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         client.fcall("racelab_demo_hit", 1, key, 1)
+
+
+@pytest.mark.parametrize("function", ["racelab_demo_hit", "racelab_demo_peek"])
+@pytest.mark.parametrize("stored", ["9999999999999999", "9007199254740993", "-9007199254740992", "12345678901234567"])
+def test_a_counter_outside_53_bit_integers_is_an_error(lab: Lab, client: redis.Redis, function: str,
+                                                       stored: str) -> None:
+    # Regression: peek of "9999999999999999" replied 10000000000000000 (a Lua number rounds it).
+    key = lab.key("hits")
+    client.set(key, stored)
+    args = [1] if function.endswith("hit") else []
+    with pytest.raises(redis.ResponseError, match="invalid-counter"):
+        client.fcall(function, 1, key, *args)
+    assert client.get(key) == stored
+
+
+def test_hit_refuses_to_take_the_counter_past_2_53(lab: Lab, client: redis.Redis) -> None:
+    key = lab.key("hits")
+    client.set(key, "9007199254740000")
+    with pytest.raises(redis.ResponseError, match="counter-overflow"):
+        client.fcall("racelab_demo_hit", 1, key, 1000)
+    assert client.get(key) == "9007199254740000"
+    assert client.fcall("racelab_demo_hit", 1, key, 991) == 9007199254740991
+    assert client.fcall_ro("racelab_demo_peek", 1, key) == 9007199254740991
+    assert client.fcall_ro("racelab_demo_peek", 1, key) == int(client.get(key))
