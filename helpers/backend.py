@@ -25,7 +25,7 @@ import redis.cluster
 from redis.connection import parse_url
 
 from helpers import embedded
-from helpers.guard import GuardedRedis, GuardedRedisCluster
+from helpers.guard import GuardedRedis, GuardedRedisCluster, check_command
 from helpers.namespace import Namespace, new_run_id
 from helpers.scripts import load_script
 from helpers.server import RedisClusterServer, RedisServer, is_owned_url
@@ -74,8 +74,10 @@ def raw_command(client: Any, *args: Any) -> Any:
     """Send one command on a pooled connection and return the unparsed reply.
 
     redis-py parses every COMMAND subcommand as COMMAND INFO, which breaks on COMMAND DOCS,
-    so this bypasses its reply callbacks.
+    so this bypasses its reply callbacks, but not the guard: a client that does not say it may
+    (``racelab_owned``) never sends a destructive command this way.
     """
+    check_command(args, getattr(client, "racelab_owned", False))
     if isinstance(client, redis.cluster.RedisCluster):
         client = client.get_redis_connection(client.get_default_node())
     pool = client.connection_pool

@@ -11,6 +11,7 @@ through which redis-py sends every command.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import redis
@@ -38,7 +39,39 @@ _WHOLE_SERVER = {
     "SLAVEOF": "turns the server into a replica, discarding its data",
     "CLUSTER RESET": "resets cluster state",
     "CLUSTER FLUSHSLOTS": "removes slot ownership",
+    "CLUSTER FAILOVER": "changes which node is the primary",
+    "CLUSTER FORGET": "removes a node from the cluster",
+    "CLUSTER MEET": "adds a node to the cluster",
+    "CLUSTER SETSLOT": "moves slot ownership",
+    "CLUSTER ADDSLOTS": "changes slot ownership",
+    "CLUSTER ADDSLOTSRANGE": "changes slot ownership",
+    "CLUSTER DELSLOTS": "removes slot ownership",
+    "CLUSTER DELSLOTSRANGE": "removes slot ownership",
+    "CLUSTER REPLICATE": "turns a node into a replica, discarding its data",
+    "FAILOVER": "hands the primary role to a replica",
+    "SELECT": "switches the connection to another database, where the run's prefix and cleanup do not reach",
+    "CONFIG REWRITE": "rewrites the server's configuration file",
+    "ACL SETUSER": "changes a user's permissions",
+    "ACL DELUSER": "deletes users",
+    "ACL LOAD": "replaces every user from the ACL file",
+    "ACL SAVE": "rewrites the ACL file",
+    "MODULE LOAD": "loads code into the server",
+    "MODULE LOADEX": "loads code into the server",
+    "MODULE UNLOAD": "unloads a module somebody may use",
+    "SAVE": "blocks the whole server while it writes the dataset to disk",
+    "BGSAVE": "forks the server to write the dataset to disk",
+    "BGREWRITEAOF": "forks the server to rewrite its append-only file",
+    "LATENCY RESET": "resets everybody's latency statistics",
+    "SLOWLOG RESET": "deletes everybody's slow log",
 }
+
+# Redis lets a Lua script call these (unlike CONFIG SET or SCRIPT FLUSH), so a script body that
+# names one is refused too. Only literal command names are seen: this is a second fence, the
+# first is that the suite's own lua/ files never call them.
+_SCRIPT_REFUSED = re.compile(
+    r"""redis\s*\.\s*p?call\s*\(\s*(['"])\s*(flushall|flushdb|swapdb|move|select|migrate)\s*\1""",
+    re.IGNORECASE)
+_SCRIPT_BODY = {"EVAL": 1, "EVAL_RO": 1, "SCRIPT LOAD": -1, "FUNCTION LOAD": -1}
 
 SUITE_LIBRARY_PREFIX = "racelab"
 
@@ -55,8 +88,12 @@ def _name(args: tuple[Any, ...]) -> str:
     return " ".join(words[:2])
 
 
+def _text(x: Any) -> str:
+    return x.decode(errors="replace") if isinstance(x, (bytes, bytearray)) else str(x)
+
+
 def _library_name(code: Any) -> str:
-    first = (code.decode(errors="replace") if isinstance(code, (bytes, bytearray)) else str(code))
+    first = _text(code)
     first = first.lstrip().splitlines()[0] if first.strip() else ""
     for part in first.split():
         if part.startswith("name="):
@@ -71,6 +108,12 @@ def check_command(args: tuple[Any, ...], owned: bool) -> None:
     two = _name(args)
     one = two.split(" ")[0]
     reason = _WHOLE_SERVER.get(two) or _WHOLE_SERVER.get(one)
+    body_at = _SCRIPT_BODY.get(two, _SCRIPT_BODY.get(one))
+    if reason is None and body_at is not None:
+        # args[0] may carry the subcommand ("SCRIPT LOAD", code) or not ("SCRIPT", "LOAD", code).
+        found = _SCRIPT_REFUSED.search(_text(args[body_at])) if len(args) > 1 else None
+        if found:
+            reason = f"runs a Lua script that calls {found.group(2).upper()}, which can reach every key"
     if reason is None and one == "FUNCTION":
         sub = two.split(" ")[1] if " " in two else ""
         if sub == "DELETE":
@@ -101,6 +144,11 @@ class _Guarded:
 
 class GuardedPipeline(_Guarded, redis.client.Pipeline):
     """A redis-py pipeline that refuses destructive commands on a server the suite does not own."""
+
+    def immediate_execute_command(self, *args, **options):
+        """Check commands the pipeline sends at once (SCRIPT LOAD of a Script, WATCH mode) too."""
+        check_command(args, self.racelab_owned)
+        return super().immediate_execute_command(*args, **options)
 
 
 class GuardedRedis(_Guarded, redis.Redis):

@@ -70,3 +70,66 @@ def test_owned_throwaway_server_allows_flush(owned_server):
     c.set(lab.key("x"), 1)
     assert c.flushall()
     lab.close()
+
+
+@pytest.mark.parametrize("args", [
+    ("SELECT", 1), ("CONFIG", "REWRITE"), ("ACL", "SETUSER", "bob", "on"), ("ACL DELUSER", "bob"),
+    ("MODULE", "LOAD", "/tmp/x.so"), ("SAVE",), ("BGSAVE",), ("BGREWRITEAOF",), ("FAILOVER",),
+    ("CLUSTER", "FAILOVER"), ("CLUSTER", "FORGET", "abc"), ("CLUSTER", "SETSLOT", 1, "NODE", "abc"),
+    ("SLOWLOG", "RESET"), ("LATENCY", "RESET"),
+])
+def test_server_wide_admin_commands_are_refused_when_not_owned(args):
+    with pytest.raises(UnsafeCommandError, match="not started by the suite"):
+        check_command(args, owned=False)
+
+
+@pytest.mark.parametrize("args", [
+    ("EVAL", "return redis.call('FLUSHALL')", 0),
+    ("EVAL", 'redis.call("flushdb", "async") return 1', 0),
+    ("EVAL_RO", "return redis.pcall( 'SwapDB', 0, 1)", 0),
+    ("EVAL", "redis.call('select', 1) return redis.call('set', KEYS[1], 'x')", 1, "k"),
+    ("EVAL", "return redis.call('MOVE', KEYS[1], 1)", 1, "k"),
+    ("SCRIPT", "LOAD", "return redis.call('flushall')"), ("SCRIPT LOAD", b"return redis.call('flushall')"),
+    ("FUNCTION", "LOAD", "#!lua name=racelab_x\nredis.register_function('f', function() "
+                         "return redis.call('flushall') end)"),
+])
+def test_scripts_that_call_a_data_wiping_command_are_refused_when_not_owned(args):
+    # Redis runs FLUSHALL, FLUSHDB, SWAPDB, SELECT, MOVE, MIGRATE from Lua (CONFIG SET it refuses).
+    with pytest.raises(UnsafeCommandError, match="Lua script that calls"):
+        check_command(args, owned=False)
+
+
+@pytest.mark.parametrize("args", [
+    ("EVAL", "return redis.call('SET', KEYS[1], 'flushall')", 1, "k"),
+    ("EVAL", "return redis.call('moved')", 0), ("SCRIPT", "LOAD", "return redis.call('GET', KEYS[1])"),
+])
+def test_scripts_that_only_mention_such_words_pass(args):
+    check_command(args, owned=False)
+
+
+def test_every_suite_script_passes_the_guard():
+    from helpers.scripts import LUA_DIR
+
+    for path in sorted(LUA_DIR.glob("*.lua")):
+        check_command(("EVAL", path.read_text(), 0), owned=False)
+
+
+def test_guard_covers_transaction_helper_raw_command_and_pipeline_script_loading(lab):
+    if lab.owns_server:
+        pytest.skip("the embedded backend is owned by the suite; the guard is off there by design")
+    from helpers.backend import raw_command
+
+    c, key = lab.client(), lab.key("x")
+    c.set(key, 1)
+    with pytest.raises(UnsafeCommandError):
+        c.transaction(lambda pipe: pipe.flushdb(), key)
+    with pytest.raises(UnsafeCommandError):
+        raw_command(c, "FLUSHALL")
+    with pytest.raises(UnsafeCommandError):
+        c.from_url(lab.url).flushall()  # a client built from the class is not owned either
+    wiping = c.register_script("return redis.call('flushdb')")
+    pipe = c.pipeline()
+    wiping(client=pipe)
+    with pytest.raises(UnsafeCommandError):
+        pipe.execute()  # the pipeline's SCRIPT LOAD of the body is checked
+    assert c.get(key) == "1"
