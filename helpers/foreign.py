@@ -69,10 +69,11 @@ def snapshot(client: Any) -> Snapshot:
 
 
 def suite_leftovers(client: Any) -> list[str]:
-    """Return suite keys still present (under racelab:, excluding the foreign look-alike)."""
+    """Return suite keys still present (under racelab:, excluding the foreign look-alike), then suite libraries."""
     found = client.scan_iter(match=escape_glob(f"{SUITE_PREFIX}:") + "*", count=1000)
     names = (k.decode(errors="backslashreplace") if isinstance(k, bytes) else k for k in found)
-    return sorted(n for n in names if n != LOOKALIKE_KEY)
+    libraries = sorted(n for n in _library_names(client) if n.startswith(SUITE_PREFIX))
+    return sorted(n for n in names if n != LOOKALIKE_KEY) + [f"function library {n!r}" for n in libraries]
 
 
 def compare(before: Snapshot, after: Snapshot) -> list[str]:

@@ -63,3 +63,14 @@ def test_suite_leftovers_sees_our_keys_but_not_the_lookalike(shared_server):
     assert foreign.suite_leftovers(admin) == [lab.key("left")]
     lab.cleanup()
     lab.close()
+
+
+def test_suite_leftovers_sees_a_suite_library_left_loaded(shared_server):
+    _server, admin, _before = shared_server
+    admin.function_load("#!lua name=racelab_leftover\n"
+                        "redis.register_function('racelab_leftover_f', function() return 1 end)")
+    try:
+        assert foreign.suite_leftovers(admin) == ["function library 'racelab_leftover'"]
+    finally:
+        admin.function_delete("racelab_leftover")
+    assert foreign.suite_leftovers(admin) == []
