@@ -114,14 +114,22 @@ def acquire_fenced(client: Any, key: str, fence_key: str, token: Any, ttl_ms: in
 
     SET NX PX and INCR run in one MULTI/EXEC, so every grant gets a number larger than every
     earlier grant's. A failed attempt also consumes a number; the sequence stays increasing,
-    which is all fencing needs. key and fence_key must share a hash tag on a cluster.
+    which is all fencing needs. key and fence_key must share a hash tag on a cluster. If the
+    INCR fails (fence_key holds a non-integer or another type), the lock just taken is released
+    again before the error is raised: the caller never holds a lock it was told it did not get.
     """
     _check_token(token)
     _check_ttl(ttl_ms)
     with client.pipeline(transaction=True) as pipe:
         pipe.set(key, token, nx=True, px=ttl_ms)
         pipe.incr(fence_key)
-        taken, fence = pipe.execute()
+        taken, fence = pipe.execute(raise_on_error=False)
+    if isinstance(taken, Exception):
+        raise taken
+    if isinstance(fence, Exception):
+        if taken:
+            release_lua(client, key, token)
+        raise fence
     return int(fence) if taken else None
 
 
@@ -358,15 +366,15 @@ class LockLoad:
 def _spin_until_acquired(ctx: Any, load: LockLoad, token: str) -> None:
     """Retry SET NX PX every retry_s until it succeeds; record the successful attempt as "acquire"."""
     give_up = _monotonic_ns() + int(load.wait_limit_s * 1e9)
-    while True:
-        start = _monotonic_ns()
+    start = _monotonic_ns()
+    while start <= give_up:  # bounded by the wait limit: no while True
         if acquire(ctx.client, load.key, token, load.ttl_ms):
             ctx.record("acquire", start, _monotonic_ns(), True)
             return
-        if start > give_up:
-            raise LockWaitTimeout(f"client {ctx.client_id} waited more than {load.wait_limit_s} s for "
-                                  f"{load.key} (is a key without a TTL in the way?)")
         ctx.think(load.retry_s)
+        start = _monotonic_ns()
+    raise LockWaitTimeout(f"client {ctx.client_id} waited more than {load.wait_limit_s} s for "
+                          f"{load.key} (is a key without a TTL in the way?)")
 
 
 def lock_cycle(load: LockLoad, release: Callable[..., Any]) -> Callable[[Any], Any]:

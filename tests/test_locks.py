@@ -86,6 +86,57 @@ def test_acquire_fenced_hands_out_increasing_fences_and_none_when_held(lab: Lab)
     assert c.get(key) == THEIRS
 
 
+@pytest.mark.parametrize("corrupt", ["abc", "1.5", "9" * 25, "hash"])
+def test_acquire_fenced_with_a_corrupt_fence_raises_and_leaves_the_lock_free(lab: Lab, corrupt: str) -> None:
+    # Regression: SET NX ran in the MULTI before the failing INCR, so the caller got an error
+    # while holding the lock for the whole ttl (everyone else blocked, nobody to release it).
+    c = lab.client()
+    key, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
+    if corrupt == "hash":
+        c.hset(fence, "n", "1")
+    else:
+        c.set(fence, corrupt)
+    with pytest.raises(redis.ResponseError):
+        locks.acquire_fenced(c, key, fence, MINE, 30_000)
+    assert c.exists(key) == 0
+
+
+def test_acquire_fenced_with_a_corrupt_fence_leaves_another_holders_lock_alone(lab: Lab) -> None:
+    c = lab.client()
+    key, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
+    c.set(key, THEIRS, px=30_000)
+    c.set(fence, "abc")
+    with pytest.raises(redis.ResponseError):
+        locks.acquire_fenced(c, key, fence, MINE, 30_000)
+    assert c.get(key) == THEIRS
+
+
+def test_lock_is_never_held_by_two_of_64_clients(lab: Lab) -> None:
+    from helpers.race import run_clients
+
+    key, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
+    inside = lab.ns.tagged("job", "inside")
+
+    def cycle(ctx) -> int:
+        token = locks.new_token()
+        for _ in range(100_000):
+            taken = locks.acquire_fenced(ctx.client, key, fence, token, 60_000)
+            if taken is not None:
+                break
+            ctx.think()
+        else:
+            raise AssertionError("never got the lock")
+        holders = ctx.client.incr(inside)  # how many clients are in the critical section now
+        ctx.think()
+        ctx.client.decr(inside)
+        assert locks.release_lua(ctx.client, key, token) is True
+        return holders
+
+    result = run_clients(lab, cycle, clients=64, iterations=2)
+    assert result.counts() == {1: 128}
+    assert lab.client().exists(key) == 0
+
+
 # ------------------------------------------------------------------ broken releases (pinned bugs)
 
 def test_release_blind_deletes_another_clients_lock(lab: Lab) -> None:
@@ -519,3 +570,13 @@ def test_lock_helpers_work_on_a_cluster(cluster_lab: Lab) -> None:
     assert locks.release_lua_checked(c, key, MINE) == locks.RELEASED
     assert locks.acquire(c, key, MINE, 30_000) and locks.release_delex(c, key, MINE)
     assert locks.acquire(c, key, MINE, 30_000) and locks.release_watch(c, key, MINE)
+
+
+def test_no_unbounded_while_true_loop_in_locks() -> None:
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(locks))
+    unbounded = [node.lineno for node in ast.walk(tree)
+                 if isinstance(node, ast.While) and isinstance(node.test, ast.Constant) and node.test.value is True]
+    assert unbounded == []
