@@ -61,8 +61,15 @@ def library_name(name: str) -> str:
 
 
 def load_library(client: Any, name: str) -> str:
-    """FUNCTION LOAD REPLACE lua/<name>.lua (a '#!lua name=racelab...' library); return its name."""
-    return client.function_load(lua_source(name), replace=True)
+    """FUNCTION LOAD REPLACE lua/<name>.lua (a '#!lua name=racelab...' library); return its name.
+
+    A cluster client loads it on every primary and answers {node: name}; the name is returned
+    all the same, so a notebook prints the same line on every backend.
+    """
+    reply = client.function_load(lua_source(name), replace=True)
+    if isinstance(reply, dict) and len(set(reply.values())) == 1:
+        return next(iter(reply.values()))
+    return reply
 
 
 def delete_library(client: Any, name: str) -> bool:

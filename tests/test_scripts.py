@@ -33,3 +33,15 @@ def test_script_reloads_itself_after_noscript(owned_server, tmp_path, monkeypatc
     assert script(args=["hi"]) == "hi"
     c.script_flush()
     assert script(args=["again"]) == "again"  # EVALSHA got NOSCRIPT, redis-py loaded and retried
+
+
+def test_load_library_returns_the_name_on_a_cluster_too(cluster_lab):
+    from helpers.scripts import delete_library, load_library
+
+    client = cluster_lab.client()
+    try:
+        assert load_library(client, "demo_library") == "racelab_demo"
+        key = cluster_lab.key("hits")
+        assert client.fcall("racelab_demo_hit", 1, key, 2) == 2
+    finally:
+        assert delete_library(client, "demo_library") is True
