@@ -43,7 +43,7 @@ from redis.commands.core import Script
 from helpers.namespace import Namespace
 from helpers.race import RunResult, run_clients
 from helpers.schedule import Program, call, cmd
-from helpers.scripts import load_library, lua_source
+from helpers.scripts import fcall_reloading, lua_source
 
 COUNTER_FIELD = "last_id"
 SCRIPT = "dict_get_or_put"          # lua/dict_get_or_put.lua
@@ -144,19 +144,8 @@ def register_lua(client: Any, keys: DictKeys, text: Text, script: Any) -> Regist
 
 
 def fcall_get_or_put(client: Any, keys: DictKeys, text: Text) -> Any:
-    """Return the reply of FCALL racelab_dict_get_or_put, loading the library first if it is missing.
-
-    Another run of the suite on the same server may delete racelab_dict at its cleanup while this
-    run still uses it; loading the same code again (FUNCTION LOAD REPLACE) is harmless, so a
-    "Function not found" reply loads it and calls once more.
-    """
-    try:
-        return client.fcall(FUNCTION, 3, *keys.all(), text)
-    except redis.ResponseError as exc:
-        if "function not found" not in str(exc).lower():
-            raise
-    load_library(client, LIBRARY)
-    return client.fcall(FUNCTION, 3, *keys.all(), text)
+    """Return the reply of FCALL racelab_dict_get_or_put, loading the library first if another run deleted it."""
+    return fcall_reloading(client, LIBRARY, FUNCTION, keys.all(), [text])
 
 
 def register_function(client: Any, keys: DictKeys, text: Text) -> Registration:

@@ -8,6 +8,7 @@ so a notebook can show the contract straight from the file.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -84,3 +85,22 @@ def delete_library(client: Any, name: str) -> bool:
         if any(text in str(exc).lower() for text in ("not found", "not exist", "no such library")):
             return False
         raise
+
+
+def fcall_reloading(client: Any, name: str, function: str, keys: Sequence[Any] = (),
+                    args: Sequence[Any] = ()) -> Any:
+    """Return the reply of FCALL function; on "Function not found" load lua/<name>.lua and call once more.
+
+    Library names are global on a server: another run of the suite on the same server may delete
+    a racelab library at its cleanup while this run still calls it. Loading the same code again
+    (FUNCTION LOAD REPLACE) is harmless, so the call survives that.
+    """
+    import redis  # local: only this helper and delete_library need the exception type
+
+    try:
+        return client.fcall(function, len(keys), *keys, *args)
+    except redis.ResponseError as exc:
+        if "function not found" not in str(exc).lower():
+            raise
+    load_library(client, name)
+    return client.fcall(function, len(keys), *keys, *args)

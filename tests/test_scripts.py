@@ -45,3 +45,21 @@ def test_load_library_returns_the_name_on_a_cluster_too(cluster_lab):
         assert client.fcall("racelab_demo_hit", 1, key, 2) == 2
     finally:
         assert delete_library(client, "demo_library") is True
+
+
+def test_fcall_reloading_survives_another_run_deleting_the_library(lab):
+    import redis
+
+    from helpers.scripts import delete_library, fcall_reloading, load_library
+
+    client, other_run, hits = lab.client(), lab.client(), lab.key("hits")
+    load_library(client, "demo_library")
+    try:
+        assert fcall_reloading(client, "demo_library", "racelab_demo_hit", [hits], [2]) == 2
+        assert delete_library(other_run, "demo_library") is True  # the other run's cleanup
+        assert fcall_reloading(client, "demo_library", "racelab_demo_hit", [hits], [3]) == 5
+        client.hset(lab.key("hash"), "f", "v")
+        with pytest.raises(redis.ResponseError, match="(?i)wrong|hash|number|integer"):  # other errors propagate
+            fcall_reloading(client, "demo_library", "racelab_demo_hit", [lab.key("hash")], [1])
+    finally:
+        delete_library(client, "demo_library")
