@@ -88,9 +88,9 @@ class _OpRecorder:
 class ClientContext:
     """What client_fn sees: its own client, its id, the iteration, and recorders."""
 
-    __slots__ = ("client", "client_id", "iteration", "think_time", "retries", "history", "local")
+    __slots__ = ("client", "client_id", "iteration", "think_time", "retries", "history", "local", "stop")
 
-    def __init__(self, client: Any, client_id: int, think_time: float) -> None:
+    def __init__(self, client: Any, client_id: int, think_time: float, stop: Any = None) -> None:
         self.client = client
         self.client_id = client_id
         self.iteration = 0
@@ -98,10 +98,15 @@ class ClientContext:
         self.retries = 0
         self.history: list[Op] = []
         self.local: dict[str, Any] = {}
+        self.stop = stop  # the run's stop Event: a think() in progress ends when the run is stopped
 
     def think(self, seconds: float | None = None) -> None:
-        """Sleep think_time (or seconds); 0 still yields the GIL to another client."""
-        _sleep(self.think_time if seconds is None else seconds)
+        """Sleep think_time (or seconds), cut short if the run is stopped; 0 still yields the GIL."""
+        delay = self.think_time if seconds is None else seconds
+        if delay > 0 and self.stop is not None:
+            self.stop.wait(delay)
+        else:
+            _sleep(delay)
 
     def op(self, label: str) -> _OpRecorder:
         """Return a context manager that records one operation (start, end, .result) in the history."""
@@ -276,7 +281,7 @@ def run_clients(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: int
     barrier = threading.Barrier(clients)
     stop = threading.Event()
     errors: list[BaseException] = []
-    workers = [_Worker(ClientContext(c, i, think_time), client_fn, iterations, barrier, stop, errors,
+    workers = [_Worker(ClientContext(c, i, think_time, stop), client_fn, iterations, barrier, stop, errors,
                        prepare, timeout) for i, c in enumerate(redis_clients)]
     threads = [threading.Thread(target=w.run, name=f"racelab-client-{w.ctx.client_id}", daemon=True)
                for w in workers]
@@ -350,7 +355,7 @@ def _process_main(lab: Any, fn: ClientFn, cid: int, iterations: int, think_time:
     try:
         client = lab.client(decode_responses=decode_responses)
         client.ping()
-        ctx = ClientContext(client, cid, think_time)
+        ctx = ClientContext(client, cid, think_time, stop)
         if prepare is not None:
             prepare(ctx)
         barrier.wait(barrier_timeout)

@@ -231,3 +231,31 @@ def test_run_clients_on_a_cluster(cluster_lab: Lab) -> None:
     result = run_clients(cluster_lab, lambda ctx: ctx.client.incr(key), clients=4, iterations=10)
     assert sorted(v for *_, v in result.outcomes) == list(range(1, 41))
     assert _client_threads() == []
+
+
+def test_timeout_cuts_a_long_think_short_and_leaves_no_thread_behind(lab: Lab) -> None:
+    # Regression: a client sleeping in ctx.think() past timeout + the 5 s grace was left running
+    # ("could not be stopped") after run_clients had raised.
+    before = set(threading.enumerate())
+    with pytest.raises(RunTimeout, match="all stopped"):
+        run_clients(lab, lambda ctx: ctx.think(60), clients=4, iterations=1, timeout=0.3)
+    assert _client_threads() == []
+    assert set(threading.enumerate()) <= before
+
+
+def test_a_failing_client_stops_the_others_in_their_think(lab: Lab) -> None:
+    def fn(ctx: ClientContext) -> None:
+        if ctx.client_id == 0:
+            raise KeyError("client 0 failed")
+        ctx.think(60)
+    with pytest.raises(KeyError, match="client 0 failed"):
+        run_clients(lab, fn, clients=8, iterations=1, timeout=30)
+    assert _client_threads() == []
+
+
+def test_200_clients_hammering_one_key_lose_no_increment(lab: Lab) -> None:
+    key = lab.key("hits")
+    result = run_clients(lab, lambda ctx: ctx.client.incr(key), clients=200, iterations=5)
+    assert result.calls == 1000
+    assert sorted(v for _, _, v in result.outcomes) == list(range(1, 1001))
+    assert _client_threads() == []
