@@ -28,6 +28,7 @@ from helpers.schedule import (Connections, Program, ScheduleRun, Trace, format_v
                               schedule_text)
 
 DEFAULT_MAX_SCHEDULES = 20_000
+DEFAULT_MAX_STEPS = 10_000  # per replay: a program that never finishes must not hang the explorer
 Invariant = Callable[[Any, dict[str, Any]], bool]
 
 
@@ -133,13 +134,14 @@ def _next_guide(choices: list[tuple[list[str], str]]) -> list[str] | None:
 def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any, dict[str, Any]], bool],
             setup: Callable[[Any], Any] | None = None, watch: Sequence[str] = (),
             reset: Sequence[str] | None = None, max_schedules: int = DEFAULT_MAX_SCHEDULES,
-            keep_traces: bool = True) -> Exploration:
+            keep_traces: bool = True, max_steps: int = DEFAULT_MAX_STEPS) -> Exploration:
     """Run every interleaving of programs' steps; return which schedules break invariant.
 
     Replays reuse one connection per client (state reset between replays) and do not read the
     watched keys after each step; ``Exploration.trace(schedule)`` (and ``first_bad()``) replays
     one schedule with ``run_schedule`` to print it, which gives the same trace because programs
     must be deterministic. keep_traces=False drops that ability (no reference to lab is kept).
+    A replay longer than max_steps steps (a program that never finishes) raises TooManySchedules.
     """
     if len(programs) < 1:
         raise ValueError("explore needs at least one client program")
@@ -156,6 +158,9 @@ def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any,
                 while run.unfinished:
                     options = run.unfinished
                     depth = len(choices)
+                    if depth >= max_steps:
+                        raise TooManySchedules(f"a schedule ran more than {max_steps} steps; does every "
+                                               f"program finish? (or raise max_steps)")
                     chosen = guide[depth] if depth < len(guide) else options[0]
                     if depth < len(guide) and options != previous[depth][0]:
                         # Same prefix as the previous replay, so the same clients must be runnable.

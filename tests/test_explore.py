@@ -252,3 +252,14 @@ def test_explorer_runs_on_a_cluster(cluster_lab: Lab) -> None:
     found = explore(cluster_lab, {"A": naive_limiter(key), "B": naive_limiter(key)}, admitted_at_most_limit(key),
                     setup=one_slot_left(key), watch=[key])
     assert (found.total, found.bad_count) == (6, 4)
+
+
+def test_a_program_that_never_finishes_is_stopped_after_max_steps(lab: Lab) -> None:
+    # Regression: a program that kept yielding steps made explore loop (and grow) forever.
+    def forever():
+        for _ in itertools.count():
+            yield cmd("PING")
+
+    with pytest.raises(TooManySchedules, match="more than 50 steps"):
+        explore(lab, {"A": forever, "B": forever}, lambda c, r: True, max_steps=50)
+    assert lab.ns.keys(lab.client()) == []
