@@ -1,10 +1,12 @@
 -- rate_limit_sliding_window.lua: admit one request if fewer than `limit` were admitted in the last `window` ms (sliding-window log).
 -- The solution to the sliding-window exercise of notebooks/01_get_then_incr.ipynb.
 -- The log is a sorted set: one member per admitted request, scored by its time in ms. A request
--- at time `now` counts the members with score in (now - window, now]; there is no window boundary
+-- at time `now` counts the members with score above now - window; there is no window boundary
 -- at which a burst of 2 x limit can pass, as there is with a fixed window.
 -- The caller passes the time (ARGV[3]) so that tests can drive the clock; all clients must then
--- share one clock. (Production code may use redis.call("TIME") instead.)
+-- share one clock. (Production code may use redis.call("TIME") instead.) Requests can reach the
+-- server out of time order: entries stamped later than `now` count too, so a late request is
+-- refused rather than let a window hold more than `limit`.
 -- Every argument is validated and the request id checked before the first write; on status 2
 -- nothing has been written.
 -- KEYS[1]  the log: a sorted set of admitted request ids scored by time (ms); expires after `window` ms idle.

@@ -70,3 +70,14 @@ def test_key_of_another_type_raises_wrongtype_and_is_untouched(lab: Lab) -> None
 def test_the_fixed_window_script_fails_the_sliding_check(lab: Lab) -> None:
     with pytest.raises(AssertionError, match="sliding window"):
         check_sliding_window(lab, "rate_limit_fixed_window", clients=2, each=2)
+
+
+def test_a_request_arriving_out_of_time_order_counts_the_later_entries(lab: Lab) -> None:
+    # Pins the header: entries stamped after `now` count, so no window (here (4200, 5200]) ever
+    # holds more than `limit` requests, whatever order the requests reach the server in.
+    key = lab.key("log")
+    assert call(lab, key, 1, 1000, 5000, "late-clock") == [1, 1]
+    assert call(lab, key, 1, 1000, 4500, "early-clock") == [0, 1]
+    assert call(lab, key, 1, 1000, 5200, "next") == [0, 1]
+    assert call(lab, key, 1, 1000, 6000, "after") == [1, 1]
+    assert lab.client().zrange(key, 0, -1) == ["after"]
