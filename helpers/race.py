@@ -270,6 +270,8 @@ def run_clients(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: int
     """
     if clients < 1 or iterations < 0:
         raise ValueError(f"need clients >= 1 and iterations >= 0, got {clients} and {iterations}")
+    if not think_time >= 0 or not timeout > 0:  # written so that NaN fails too
+        raise ValueError(f"need think_time >= 0 and timeout > 0 seconds, got {think_time} and {timeout}")
     redis_clients: list[Any] = []
     try:
         for _ in range(clients):
@@ -397,6 +399,8 @@ def run_processes(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: i
                          "process, so other processes cannot reach it. Use run_clients.")
     if clients < 1 or iterations < 0:
         raise ValueError(f"need clients >= 1 and iterations >= 0, got {clients} and {iterations}")
+    if not think_time >= 0 or not timeout > 0:  # written so that NaN fails too
+        raise ValueError(f"need think_time >= 0 and timeout > 0 seconds, got {think_time} and {timeout}")
     mp = multiprocessing.get_context("fork")
     barrier, stop, queue = mp.Barrier(clients), mp.Event(), mp.Queue()
     procs = [mp.Process(target=_process_main, name=f"racelab-client-{cid}", daemon=True,

@@ -259,3 +259,13 @@ def test_200_clients_hammering_one_key_lose_no_increment(lab: Lab) -> None:
     assert result.calls == 1000
     assert sorted(v for _, _, v in result.outcomes) == list(range(1, 1001))
     assert _client_threads() == []
+
+
+@pytest.mark.parametrize("kwargs", [{"think_time": -0.1}, {"think_time": float("nan")}, {"timeout": 0},
+                                    {"timeout": -1}, {"timeout": float("nan")}])
+def test_negative_think_time_or_non_positive_timeout_is_rejected_before_any_thread_starts(lab: Lab,
+                                                                                          kwargs) -> None:
+    before = len(lab._clients)
+    with pytest.raises(ValueError, match="think_time|timeout"):
+        run_clients(lab, lambda ctx: ctx.think(), clients=2, iterations=1, **kwargs)
+    assert _client_threads() == [] and len(lab._clients) == before
