@@ -68,3 +68,23 @@ def test_inconsistency_found_late_in_the_batch_writes_nothing(lab: Lab) -> None:
     with pytest.raises(redis.ResponseError, match="inconsistent-dictionary"):
         batch(keys=keys.all(), args=[b"new1", b"new2", b"b"])
     assert [client.dump(k) for k in keys.all()] == before
+
+
+def test_64_clients_sending_overlapping_batches_keep_a_bijection_with_dense_ids(lab: Lab) -> None:
+    import random
+
+    from helpers.race import run_clients
+
+    keys = dict_keys(lab.ns, "d")
+    words = [f"w{i}" for i in range(200)] + ["", "\x00", " ", "01", "1"]
+
+    def client_fn(ctx: Any) -> list[tuple[str, int]]:
+        script = ctx.local.setdefault("s", load_script(ctx.client, "dict_get_or_put_batch"))
+        batch = random.Random(ctx.client_id * 100 + ctx.iteration).choices(words, k=25)  # repeats too
+        return list(zip(batch, script(keys=keys.all(), args=batch, client=ctx.client)))
+
+    run = run_clients(lab, client_fn, clients=64, iterations=3)
+    answers = [pair for _, _, pairs in run.outcomes for pair in pairs]
+    check = check_dictionary(lab.client(), keys, answers)
+    assert check.ok, check.summary()
+    assert check.size == len({text for text, _ in answers})
