@@ -21,8 +21,9 @@
 --                                 not sharing one {hash tag}.
 --   ERR invalid-counter           meta's last_id is not a canonical decimal integer in 0..2^53-2.
 --   ERR inconsistent-dictionary   the hashes disagree (the index points at an id that does not hold
---                                 the string, or HLEN of ids or index differs from last_id):
---                                 somebody wrote them without this script.
+--                                 the string, HLEN of ids or index differs from last_id, or the
+--                                 next id is already taken in ids): somebody wrote them without
+--                                 this script.
 --   WRONGTYPE                     one of the keys exists and is not a hash.
 
 local MAX_ID = 9007199254740991  -- 2^53-1: every integer up to it is exact in a Lua number
@@ -94,6 +95,9 @@ if stored then
 end
 if redis.call("HLEN", ids) ~= last or redis.call("HLEN", index) ~= last then
     return fail("ERR", "inconsistent-dictionary: HLEN of ids or index differs from last_id")
+end
+if redis.call("HEXISTS", ids, string.format("%d", last + 1)) == 1 then
+    return fail("ERR", "inconsistent-dictionary: the next id is already taken in ids")
 end
 
 local id = redis.call("HINCRBY", meta, "last_id", 1)

@@ -17,8 +17,9 @@
 --   ERR invalid-counter           meta's last_id is not a canonical decimal integer in 0..2^53-2,
 --                                 or the batch would take ids past 2^53-1.
 --   ERR inconsistent-dictionary   the hashes disagree (the index points at an id that does not hold
---                                 a string, or HLEN of ids or index differs from last_id):
---                                 somebody wrote them without this script.
+--                                 a string, HLEN of ids or index differs from last_id, or an id the
+--                                 batch would assign is already taken in ids): somebody wrote them
+--                                 without this script.
 --   WRONGTYPE                     one of the keys exists and is not a hash.
 
 local MAX_ID = 9007199254740991  -- 2^53-1: every integer up to it is exact in a Lua number
@@ -104,6 +105,11 @@ for i, text in ipairs(ARGV) do
 end
 if last + #new_texts > MAX_ID then
     return fail("ERR", "invalid-counter: the batch would take ids past 2^53-1")
+end
+for n = 1, #new_texts do
+    if redis.call("HEXISTS", ids, string.format("%d", last + n)) == 1 then
+        return fail("ERR", "inconsistent-dictionary: an id the batch would assign is already taken in ids")
+    end
 end
 
 -- Pass 2 (writes): register the new strings in ARGV order.

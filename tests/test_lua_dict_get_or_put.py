@@ -179,3 +179,16 @@ def test_works_on_a_cluster_because_the_keys_share_a_slot(cluster_lab: Lab) -> N
     check = check_dictionary(client, keys, answers)
     assert check.ok, check.summary()
     assert check.size == 15
+
+
+def test_a_next_id_already_taken_in_ids_is_refused_instead_of_overwritten(lab: Lab) -> None:
+    # Regression: ids {2: x}, index {x: 2}, last_id 1 passed the HLEN check, and registering "y"
+    # overwrote ids[2] with "y": "x" lost its string and the index pointed at the wrong one.
+    client, script, keys = _setup(lab)
+    client.hset(keys.ids, 2, b"x")
+    client.hset(keys.index, b"x", 2)
+    client.hset(keys.meta, "last_id", 1)
+    before = _state(client, keys)
+    with pytest.raises(redis.ResponseError, match="inconsistent-dictionary"):
+        script(keys=keys.all(), args=[b"y"])
+    assert _state(client, keys) == before

@@ -88,3 +88,16 @@ def test_64_clients_sending_overlapping_batches_keep_a_bijection_with_dense_ids(
     check = check_dictionary(lab.client(), keys, answers)
     assert check.ok, check.summary()
     assert check.size == len({text for text, _ in answers})
+
+
+def test_an_id_the_batch_would_assign_already_taken_is_refused_and_nothing_is_written(lab: Lab) -> None:
+    # Regression: with ids {3: x}, index {x: 3}, last_id 1, a batch of two new strings wrote
+    # ids 2 and 3, overwriting "x".
+    client, script, keys = _setup(lab)
+    client.hset(keys.ids, 3, b"x")
+    client.hset(keys.index, b"x", 3)
+    client.hset(keys.meta, "last_id", 1)
+    before = [client.dump(k) for k in keys.all()]
+    with pytest.raises(redis.ResponseError, match="inconsistent-dictionary"):
+        script(keys=keys.all(), args=[b"y", b"z"], client=client)
+    assert [client.dump(k) for k in keys.all()] == before

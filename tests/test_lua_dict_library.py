@@ -165,3 +165,15 @@ def test_fcall_works_on_a_cluster(cluster_lab: Lab) -> None:
         assert check_dictionary(client, keys).ok
     finally:
         delete_library(client, LIB)
+
+
+def test_a_next_id_already_taken_in_ids_is_refused_instead_of_overwritten(lab: Lab, loaded: Any) -> None:
+    # Regression: the HLEN check passed and the function overwrote ids[2], which held "x".
+    keys = dict_keys(lab.ns, "taken")
+    loaded.hset(keys.ids, 2, b"x")
+    loaded.hset(keys.index, b"x", 2)
+    loaded.hset(keys.meta, "last_id", 1)
+    before = _state(loaded, keys)
+    with pytest.raises(redis.ResponseError, match="inconsistent-dictionary"):
+        _call(loaded, keys.all(), b"y")
+    assert _state(loaded, keys) == before
