@@ -351,10 +351,10 @@ class LockLoad:
 
     def __post_init__(self) -> None:
         _check_ttl(self.ttl_ms)
-        if min(self.work_s, self.pause_s, self.retry_s) < 0 or self.pause_every < 0:
-            raise ValueError("work_s, pause_s, retry_s and pause_every must not be negative")
-        if self.wait_limit_s <= 0:
-            raise ValueError(f"wait_limit_s must be positive, got {self.wait_limit_s!r}")
+        if not all(0 <= v < float("inf") for v in (self.work_s, self.pause_s, self.retry_s)) or self.pause_every < 0:
+            raise ValueError("work_s, pause_s, retry_s and pause_every must be finite and not negative")
+        if not 0 < self.wait_limit_s < float("inf"):  # NaN fails too
+            raise ValueError(f"wait_limit_s must be positive and finite, got {self.wait_limit_s!r}")
         if self.pause_where not in ("work", "release"):
             raise ValueError(f"pause_where is 'work' or 'release', got {self.pause_where!r}")
 

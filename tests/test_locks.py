@@ -420,7 +420,10 @@ def test_lock_load_pauses_every_nth_cycle_staggered_by_client() -> None:
 
 
 @pytest.mark.parametrize("bad", [{"pause_where": "elsewhere"}, {"ttl_ms": 0}, {"pause_s": -1.0},
-                                 {"pause_every": -1}, {"retry_s": -0.1}])
+                                 {"pause_every": -1}, {"retry_s": -0.1},
+                                 # NaN and infinity used to pass and fail later inside the client threads
+                                 {"wait_limit_s": float("nan")}, {"wait_limit_s": float("inf")},
+                                 {"work_s": float("nan")}, {"pause_s": float("inf")}])
 def test_lock_load_rejects_bad_settings(bad: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         locks.LockLoad(key="k", **bad)
