@@ -159,7 +159,7 @@ def lua_allow(script: Any, key: str, limit: int, window: int) -> bool:
 
 def backoff_delay(attempt: int, base_s: float, cap_s: float, rng: random.Random | None = None) -> float:
     """Return a "full jitter" delay in seconds for retry number attempt (1-based): uniform in [0, min(cap, base*2^(attempt-1))]."""
-    if attempt < 1 or base_s < 0 or cap_s < 0:
+    if attempt < 1 or not base_s >= 0 or not cap_s >= 0:  # written so that NaN fails too
         raise ValueError(f"need attempt >= 1 and non-negative delays, got {attempt}, {base_s}, {cap_s}")
     ceiling = min(cap_s, base_s * 2.0 ** min(attempt - 1, 64))  # capped exponent: no float overflow
     return (rng or random).uniform(0.0, ceiling)

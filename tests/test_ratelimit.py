@@ -129,7 +129,7 @@ def test_backoff_delay_is_jittered_and_capped() -> None:
 
 def test_backoff_delay_survives_huge_attempt_numbers_and_rejects_nonsense() -> None:
     assert 0.0 <= backoff_delay(10_000, 0.001, 0.01) <= 0.01
-    for bad in [(0, 0.001, 0.01), (1, -0.001, 0.01), (1, 0.001, -1.0)]:
+    for bad in [(0, 0.001, 0.01), (1, -0.001, 0.01), (1, 0.001, -1.0), (1, float("nan"), 0.01), (1, 0.001, float("nan"))]:
         with pytest.raises(ValueError):
             backoff_delay(*bad)
 
