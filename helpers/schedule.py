@@ -320,6 +320,11 @@ class ScheduleRun:
                  connections: Connections | None = None, observe: bool = True) -> None:
         if not programs:
             raise ValueError("programs must name at least one client")
+        to_reset = list(reset) if reset is not None else list(watch)
+        foreign = [k for k in to_reset if not lab.ns.owns(k)]
+        if foreign:  # the keys are deleted before every run: never somebody else's
+            raise ValueError(f"reset/watch keys are deleted before each run, so they must lie under this "
+                             f"run's prefix {lab.ns.prefix!r}; {foreign[0]!r} does not (use lab.key)")
         self.lab, self.watch, self.observe = lab, list(watch), observe
         self.short = lambda x: short_text(lab, x)
         self._shared = connections
@@ -334,7 +339,6 @@ class ScheduleRun:
         self._in_multi: set[str] = set()
         self._watching: set[str] = set()
         try:
-            to_reset = list(reset) if reset is not None else self.watch
             if to_reset:
                 self.observer.delete(*to_reset)
             if setup is not None:

@@ -316,3 +316,18 @@ def test_schedules_on_keys_of_several_cluster_nodes_still_run_plain_commands(clu
         return "wrote"
     trace = run_schedule(cluster_lab, {"A": writer}, "AA", watch=[a, b])
     assert trace.results == {"A": "wrote"} and router.get(a) == "1" and router.get(b) == "2"
+
+
+def test_a_schedule_refuses_to_reset_a_key_outside_the_run_prefix(lab: Lab) -> None:
+    other, theirs = lab.client(), f"not-racelab:{lab.ns.run_id}:config"  # somebody else's key
+    other.set(theirs, "theirs")
+    try:
+        for kwargs in ({"watch": [theirs]}, {"watch": [lab.key("k")], "reset": [lab.key("k"), theirs.encode()]}):
+            with pytest.raises(ValueError, match="must lie under this run's prefix"):
+                run_schedule(lab, {"A": naive_limiter(lab.key("k"), 5)}, "AA", **kwargs)
+        assert other.get(theirs) == "theirs"
+        # watching a foreign key without resetting it is allowed: only deletion is refused
+        trace = run_schedule(lab, {"A": naive_limiter(lab.key("k"), 5)}, "AA", watch=[theirs], reset=[])
+        assert trace.results == {"A": "allowed"} and other.get(theirs) == "theirs"
+    finally:
+        other.delete(theirs)
