@@ -178,19 +178,29 @@ class RunResult:
                 f"{self.calls} calls [{counts}], retries={self.retries}")
 
 
+# What closing a connection that another thread is using may raise: an OSError from a real
+# socket, or ValueError ("generator already executing") from a fakeredis socket whose reply
+# parser is running in that thread. That thread then ends at its next stop check instead.
+_BUSY_CONNECTION_ERRORS = (OSError, ValueError)
+
+
 def _release(lab: Any, client: Any) -> None:
-    """Close a client handed out by lab.client(), and let the lab forget it."""
-    lab.release(client)
+    """Close a client handed out by lab.client(), and let the lab forget it (a busy one is left to its thread)."""
+    try:
+        lab.release(client)
+    except _BUSY_CONNECTION_ERRORS:
+        return  # only after a RunTimeout that reports the thread as not stopped
 
 
 def _disconnect(client: Any) -> None:
     """Close every socket of client, including those in use (wakes a thread blocked on a read)."""
-    pool = getattr(client, "connection_pool", None)
-    if pool is not None:
-        pool.disconnect()
-    connection = getattr(client, "connection", None)
-    if connection is not None:
-        connection.disconnect()
+    for part in (getattr(client, "connection_pool", None), getattr(client, "connection", None)):
+        if part is None:
+            continue
+        try:
+            part.disconnect()
+        except _BUSY_CONNECTION_ERRORS:
+            continue  # in use by its thread right now: the stop event ends that thread
 
 
 class _Worker:

@@ -269,3 +269,15 @@ def test_negative_think_time_or_non_positive_timeout_is_rejected_before_any_thre
     with pytest.raises(ValueError, match="think_time|timeout"):
         run_clients(lab, lambda ctx: ctx.think(), clients=2, iterations=1, **kwargs)
     assert _client_threads() == [] and len(lab._clients) == before
+
+
+def test_timeout_while_clients_are_busy_with_commands_raises_run_timeout_and_joins_them(lab: Lab) -> None:
+    # Regression: on the embedded backend, closing a connection in the middle of a command raised
+    # ValueError ("generator already executing") out of run_clients, and no thread was joined.
+    before = set(threading.enumerate())
+    key = lab.key("n")
+    for _ in range(3):
+        with pytest.raises(RunTimeout, match="all stopped"):
+            run_clients(lab, lambda ctx: ctx.client.incr(key), clients=8, iterations=10**8, timeout=0.3)
+        assert _client_threads() == []
+    assert set(threading.enumerate()) <= before
