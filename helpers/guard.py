@@ -49,6 +49,7 @@ _WHOLE_SERVER = {
     "CLUSTER DELSLOTSRANGE": "removes slot ownership",
     "CLUSTER REPLICATE": "turns a node into a replica, discarding its data",
     "FAILOVER": "hands the primary role to a replica",
+    "KEYS": "walks every key of the database, blocking the server meanwhile (the suite SCANs its prefix)",
     "SELECT": "switches the connection to another database, where the run's prefix and cleanup do not reach",
     "CONFIG REWRITE": "rewrites the server's configuration file",
     "ACL SETUSER": "changes a user's permissions",

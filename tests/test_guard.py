@@ -73,7 +73,7 @@ def test_owned_throwaway_server_allows_flush(owned_server):
 
 
 @pytest.mark.parametrize("args", [
-    ("SELECT", 1), ("CONFIG", "REWRITE"), ("ACL", "SETUSER", "bob", "on"), ("ACL DELUSER", "bob"),
+    ("SELECT", 1), ("KEYS", "*"), ("CONFIG", "REWRITE"), ("ACL", "SETUSER", "bob", "on"), ("ACL DELUSER", "bob"),
     ("MODULE", "LOAD", "/tmp/x.so"), ("SAVE",), ("BGSAVE",), ("BGREWRITEAOF",), ("FAILOVER",),
     ("CLUSTER", "FAILOVER"), ("CLUSTER", "FORGET", "abc"), ("CLUSTER", "SETSLOT", 1, "NODE", "abc"),
     ("SLOWLOG", "RESET"), ("LATENCY", "RESET"),
