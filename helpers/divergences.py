@@ -37,7 +37,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "lua_not_sandboxed", "the Lua environment of EVAL scripts",
         "not sandboxed: os (with os.execute), io, require, loadstring, dofile exist",
         "sandboxed: io, require, loadstring, dofile are absent; reading an unknown global is an error",
-        "notebook 04 runs the sandbox_* scripts on the backend and on a throwaway real server and shows both"),
+        "notebook 05 runs the sandbox_* scripts on the backend and on a throwaway real server and shows both"),
     Divergence(
         "lua_global_write_error_wording", "a script assigns a global variable",
         "error 'Script attempted to set global variables: x'",
@@ -66,7 +66,7 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "no_script_kill_no_busy", "a long-running script",
         "no time limit: it runs to the end and blocks every client (SCRIPT KILL is an unknown command)",
         "after busy-reply-threshold (5 s) other clients get BUSY; SCRIPT KILL stops a read-only script",
-        "notebook 05 runs runaway scripts only on a scratch redis-server the suite starts"),
+        "notebook 06 runs runaway scripts only on a scratch redis-server the suite starts"),
     Divergence(
         "no_eval_ro", "EVAL_RO / EVALSHA_RO", "unknown command", "runs a read-only script",
         "cells check lab.caps.eval_ro and say so on embedded"),
