@@ -36,6 +36,7 @@ check of the notebook's sliding-window exercise (solution: lua/rate_limit_slidin
 from __future__ import annotations
 
 import random
+import re
 import time
 from collections.abc import Callable
 from typing import Any
@@ -50,11 +51,12 @@ Think = Callable[[], None] | None
 OnRetry = Callable[[], None] | None
 
 LUA_SCRIPT = "rate_limit_fixed_window"
+_COUNTER_TEXT = re.compile(r"0|[1-9][0-9]{0,18}")  # what INCR leaves in a counter that never went below 0
 ALLOWED, REJECTED, INVALID = 1, 0, 2
 
 
 class LimiterStateError(RuntimeError):
-    """The Lua limiter returned status 2: invalid arguments or an invalid stored counter."""
+    """A limiter refused to run: invalid arguments or an invalid stored counter (the Lua limiter's status 2)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(f"rate limiter refused to run: {reason}")
@@ -83,8 +85,17 @@ def _check_limits(limit: int, window: int) -> None:
 
 
 def _as_int(value: Any) -> int:
-    """Return a GET reply (None, str or bytes) as an int; a missing key counts as 0."""
-    return 0 if value is None else int(value)
+    """Return a GET reply (None, str or bytes) as an int; a missing key counts as 0.
+
+    Anything but a canonical non-negative decimal raises LimiterStateError("invalid-counter"), as
+    the Lua limiter refuses it: int() would take "-3" (3 requests too many) or " 5".
+    """
+    if value is None:
+        return 0
+    text = value.decode("latin-1") if isinstance(value, (bytes, bytearray)) else str(value)
+    if _COUNTER_TEXT.fullmatch(text) is None:
+        raise LimiterStateError(f"invalid-counter: the counter holds {value!r}")
+    return int(text)
 
 
 # --- broken on purpose -------------------------------------------------------------------

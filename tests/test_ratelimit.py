@@ -355,3 +355,15 @@ def test_fixed_limiters_never_admit_over_the_limit_with_64_clients(lab: Lab, lim
     assert result.count(True) == limit
     assert result.count(False) == 64 * 3 - limit
     assert 0 < lab.client().ttl(key) <= WINDOW
+
+
+@pytest.mark.parametrize("stored", ["-3", "abc", " 5", "1.5", "05", "+1", ""])
+@pytest.mark.parametrize("limiter", [naive_allow, watch_allow, ifeq_cas_allow], ids=lambda f: f.__name__)
+def test_limiters_that_read_the_counter_refuse_a_corrupt_one_and_write_nothing(lab: Lab, limiter, stored) -> None:
+    # Regression: int() took "-3" as -3, so watch_allow / ifeq_cas_allow admitted 3 requests
+    # over the limit (the Lua limiter answers invalid-counter for the same state).
+    c, key = lab.client(), lab.key("w")
+    c.set(key, stored, ex=WINDOW)
+    with pytest.raises(LimiterStateError, match="invalid-counter"):
+        limiter(c, key, 2, WINDOW)
+    assert c.get(key) == stored
