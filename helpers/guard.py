@@ -66,11 +66,13 @@ _WHOLE_SERVER = {
     "SLOWLOG RESET": "deletes everybody's slow log",
 }
 
-# Redis lets a Lua script call these (unlike CONFIG SET or SCRIPT FLUSH), so a script body that
-# names one is refused too. Only literal command names are seen: this is a second fence, the
-# first is that the suite's own lua/ files never call them.
+# Redis lets a Lua script call these (unlike CONFIG SET or SCRIPT FLUSH), so a script body with
+# one of them as a string literal ('flushall', "FLUSHDB", [[select]]) is refused too, however it
+# would be called (redis.call('x'), redis.call 'x', redis['call']('x'), local cmd = 'x'). A name
+# assembled at run time is not seen: this is a second fence; the first is that the suite's own
+# lua/ files never call them.
 _SCRIPT_REFUSED = re.compile(
-    r"""redis\s*\.\s*p?call\s*\(\s*(['"])\s*(flushall|flushdb|swapdb|move|select|migrate)\s*\1""",
+    r"""(['"]|\[=*\[)\s*(flushall|flushdb|swapdb|move|select|migrate)\s*(['"]|\]=*\])""",
     re.IGNORECASE)
 _SCRIPT_BODY = {"EVAL": 1, "EVAL_RO": 1, "SCRIPT LOAD": -1, "FUNCTION LOAD": -1}
 

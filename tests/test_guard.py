@@ -90,6 +90,8 @@ def test_server_wide_admin_commands_are_refused_when_not_owned(args):
     ("EVAL", "redis.call('select', 1) return redis.call('set', KEYS[1], 'x')", 1, "k"),
     ("EVAL", "return redis.call('MOVE', KEYS[1], 1)", 1, "k"),
     ("SCRIPT", "LOAD", "return redis.call('flushall')"), ("SCRIPT LOAD", b"return redis.call('flushall')"),
+    ("EVAL", "return redis.call 'flushall'", 0), ("EVAL", "return redis.call [[FLUSHDB]]", 0),
+    ("EVAL", "local cmd = 'flushall' return redis['call'](cmd)", 0),
     ("FUNCTION", "LOAD", "#!lua name=racelab_x\nredis.register_function('f', function() "
                          "return redis.call('flushall') end)"),
 ])
@@ -100,7 +102,7 @@ def test_scripts_that_call_a_data_wiping_command_are_refused_when_not_owned(args
 
 
 @pytest.mark.parametrize("args", [
-    ("EVAL", "return redis.call('SET', KEYS[1], 'flushall')", 1, "k"),
+    ("EVAL", "-- never FLUSHALL here\nreturn redis.call('SET', KEYS[1], 'flushall-report')", 1, "k"),
     ("EVAL", "return redis.call('moved')", 0), ("SCRIPT", "LOAD", "return redis.call('GET', KEYS[1])"),
 ])
 def test_scripts_that_only_mention_such_words_pass(args):
