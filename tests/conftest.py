@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -97,3 +99,18 @@ def owned_server() -> Iterator[RedisServer]:
         _no_real(str(exc))
     with RedisServer() as server:
         yield server
+
+
+def _wait_until_gone(client: Any, key: str, timeout_s: float = 5.0) -> None:
+    """Poll until key has expired (the lease ran out), failing the test after timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    while client.exists(key):
+        if time.monotonic() > deadline:
+            pytest.fail(f"{key} did not expire within {timeout_s} s")
+        time.sleep(0.002)
+
+
+@pytest.fixture
+def wait_until_gone() -> Callable[..., None]:
+    """Return a function that waits until a key's TTL has run out (lease-expiry tests)."""
+    return _wait_until_gone

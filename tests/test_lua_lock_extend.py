@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import redis
 
@@ -12,15 +10,6 @@ from helpers import Lab, script_header
 TOKEN = "a" * 40
 OTHER = "b" * 40
 STEM = "lock_extend"
-
-
-def wait_until_gone(client: redis.Redis, key: str, timeout_s: float = 5.0) -> None:
-    """Poll until key has expired (the lease ran out), failing the test after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while client.exists(key):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{key} did not expire within {timeout_s} s")
-        time.sleep(0.002)
 
 
 def test_header_lists_keys_argv_and_every_status() -> None:
@@ -51,7 +40,7 @@ def test_missing_key_returns_0_and_does_not_resurrect_the_lock(lab: Lab) -> None
     assert c.exists(key) == 0
 
 
-def test_expired_lease_returns_0_and_stays_expired(lab: Lab) -> None:
+def test_expired_lease_returns_0_and_stays_expired(lab: Lab, wait_until_gone) -> None:
     c, key = lab.client(), lab.key("lock")
     c.set(key, TOKEN, px=5)
     wait_until_gone(c, key)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 import redis
 
@@ -11,15 +9,6 @@ from helpers import Lab, script_header
 
 TOKEN = "a" * 40
 OTHER = "b" * 40
-
-
-def wait_until_gone(client: redis.Redis, key: str, timeout_s: float = 5.0) -> None:
-    """Poll until key has expired (the lease ran out), failing the test after timeout_s."""
-    deadline = time.monotonic() + timeout_s
-    while client.exists(key):
-        if time.monotonic() > deadline:
-            pytest.fail(f"{key} did not expire within {timeout_s} s")
-        time.sleep(0.002)
 
 
 def test_header_lists_keys_argv_and_every_status() -> None:
@@ -58,14 +47,14 @@ def test_foreign_token_returns_0_and_keeps_the_owners_lock_and_ttl(lab: Lab) -> 
     assert 0 < c.pttl(key) <= 60_000
 
 
-def test_expired_lease_returns_0(lab: Lab) -> None:
+def test_expired_lease_returns_0(lab: Lab, wait_until_gone) -> None:
     c, key = lab.client(), lab.key("lock")
     c.set(key, TOKEN, px=5)
     wait_until_gone(c, key)
     assert lab.script("lock_release", c)(keys=[key], args=[TOKEN]) == 0
 
 
-def test_expired_lease_retaken_by_another_client_is_not_deleted(lab: Lab) -> None:
+def test_expired_lease_retaken_by_another_client_is_not_deleted(lab: Lab, wait_until_gone) -> None:
     c, key = lab.client(), lab.key("lock")
     c.set(key, TOKEN, px=5)
     wait_until_gone(c, key)
