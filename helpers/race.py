@@ -234,22 +234,31 @@ class _Worker:
             self.barrier.abort()
 
     def _loop(self) -> None:
-        # The hot loop of the harness: only local names, no locks, no per-call objects but the
-        # caller's; each thread appends to its own lists, merged after every thread is joined.
-        ctx, fn, stopped = self.ctx, self.fn, self.stop.is_set
-        values_append, latencies_append = self.values.append, self.latencies.append
-        clock = _monotonic_ns
-        self.first_ns = clock()
-        for i in range(self.iterations):
-            if stopped():
-                break
-            ctx.iteration = i
-            t0 = clock()
-            value = fn(ctx)
-            t1 = clock()
-            values_append(value)
-            latencies_append(t1 - t0)
-        self.last_ns = clock()
+        # Each thread appends to its own lists, merged after every thread is joined.
+        self.first_ns, self.last_ns = _timed_loop(self.ctx, self.fn, self.iterations, self.stop.is_set,
+                                                  self.values, self.latencies)
+
+
+def _timed_loop(ctx: ClientContext, fn: ClientFn, iterations: int, stopped: Callable[[], bool],
+                values: list[Any], latencies: list[int]) -> tuple[int, int]:
+    """Call fn(ctx) up to iterations times, appending results and ns latencies; return (first_ns, last_ns).
+
+    The hot loop of the harness, shared by threads and processes: only local names, no locks,
+    no per-call objects but the caller's.
+    """
+    values_append, latencies_append = values.append, latencies.append
+    clock = _monotonic_ns
+    first = clock()
+    for i in range(iterations):
+        if stopped():
+            break
+        ctx.iteration = i
+        t0 = clock()
+        value = fn(ctx)
+        t1 = clock()
+        values_append(value)
+        latencies_append(t1 - t0)
+    return first, clock()
 
 
 def _join_all(threads: list[threading.Thread], deadline: float) -> list[threading.Thread]:
@@ -373,19 +382,7 @@ def _process_main(lab: Any, fn: ClientFn, cid: int, iterations: int, think_time:
         barrier.wait(barrier_timeout)
         values: list[Any] = []
         latencies: list[int] = []
-        values_append, latencies_append, stopped = values.append, latencies.append, stop.is_set
-        clock = _monotonic_ns
-        first = clock()
-        for i in range(iterations):
-            if stopped():
-                break
-            ctx.iteration = i
-            t0 = clock()
-            value = fn(ctx)
-            t1 = clock()
-            values_append(value)
-            latencies_append(t1 - t0)
-        last = clock()
+        first, last = _timed_loop(ctx, fn, iterations, stop.is_set, values, latencies)
         queue.put(("ok", cid, values, latencies, ctx.history, ctx.retries, first, last))
     except threading.BrokenBarrierError:
         queue.put(("aborted", cid, "start barrier broken"))
