@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -17,6 +16,7 @@ from helpers.dictionary import (
     register_lua, register_watch_multi, run_workload, strategy, truncate, vocabulary, workload,
 )
 from helpers.explore import explore
+from helpers.race import run_clients
 from helpers.schedule import run_schedule
 from helpers.scripts import delete_library, load_library, load_script
 
@@ -188,33 +188,12 @@ def test_check_dictionary_accepts_an_empty_dictionary_and_agreeing_answers(lab: 
 def _concurrent(lab: Lab, keys: DictKeys, register: Callable[[Any, str], Registration],
                 workers: int = 24) -> list[tuple[str, int]]:
     plan = workload(workers, 8, vocabulary(20), seed=1)
-    barrier = threading.Barrier(workers)
-    answers: list[tuple[str, int]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
 
-    def worker(mine: list[str]) -> None:
-        client = lab.client()
-        try:
-            barrier.wait(timeout=30)
-            got = [(w, register(client, w).id) for w in mine]
-            with lock:
-                answers.extend(got)
-        except BaseException as exc:  # re-raised below, in the test's thread
-            errors.append(exc)
-        finally:
-            lab.release(client)
+    def register_mine(ctx: Any) -> list[tuple[str, int]]:
+        return [(w, register(ctx.client, w).id) for w in plan[ctx.client_id]]
 
-    threads = [threading.Thread(target=worker, args=(mine,)) for mine in plan]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads)
-    if errors:
-        raise errors[0]
-    return answers
-
+    result = run_clients(lab, register_mine, clients=workers, iterations=1, timeout=120)
+    return [pair for _client, _iteration, pairs in result.outcomes for pair in pairs]
 
 def test_hgetall_hsetnx_and_watch_multi_stay_correct_under_concurrency(lab: Lab) -> None:
     a, b = dict_keys(lab.ns, "a"), dict_keys(lab.ns, "b")

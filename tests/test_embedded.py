@@ -5,7 +5,6 @@ rule that is wrong in the extension fails here next to the real server's answer.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import fakeredis
@@ -17,6 +16,7 @@ from fakeredis._socket import FakeSocket
 
 from helpers import Lab, embedded
 from helpers.fake84 import Redis84Connection, Redis84Socket
+from helpers.race import run_clients
 
 
 def raw(lab: Lab) -> Any:
@@ -282,23 +282,14 @@ def test_only_a_conditional_set_that_writes_aborts_a_watcher(lab: Lab, operand: 
 def test_get_then_set_ifeq_loses_no_update_under_threads(lab: Lab) -> None:
     k, threads, per_thread = lab.key("counter"), 4, 150
     lab.client().set(k, 0)
-    errors: list[BaseException] = []
 
-    def work() -> None:
-        c = lab.client()
-        try:
-            for _ in range(per_thread):
-                while True:
-                    old = c.get(k)
-                    if c.set(k, int(old) + 1, ifeq=old):
-                        break
-        except (redis.RedisError, ValueError, TypeError) as exc:  # reported by the main thread below
-            errors.append(exc)
+    def increment(ctx: Any) -> bool:
+        for _attempt in range(10_000):  # bounded: a compare-and-set retry loop, never while True
+            old = ctx.client.get(k)
+            if ctx.client.set(k, int(old) + 1, ifeq=old):
+                return True
+        return False
 
-    workers = [threading.Thread(target=work) for _ in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
-    assert errors == []
+    result = run_clients(lab, increment, clients=threads, iterations=per_thread)
+    assert result.count(True) == threads * per_thread
     assert int(lab.client().get(k)) == threads * per_thread

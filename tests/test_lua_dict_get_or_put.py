@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 import pytest
@@ -10,6 +9,7 @@ import redis
 
 from helpers import Lab
 from helpers.dictionary import DictKeys, check_dictionary, dict_keys, vocabulary
+from helpers.race import run_clients
 from helpers.scripts import load_script, script_header
 
 
@@ -131,32 +131,13 @@ def test_dictionary_written_behind_the_scripts_back_is_refused(lab: Lab) -> None
 
 def _register_concurrently(lab: Lab, keys: DictKeys, workers: int, words: list[str]) -> list[tuple[str, int]]:
     script = load_script(lab.client(), "dict_get_or_put")
-    barrier = threading.Barrier(workers)
-    answers: list[tuple[str, int]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
 
-    def worker(n: int) -> None:
-        client = lab.client()
-        try:
-            barrier.wait(timeout=30)
-            mine = [(w, int(script(keys=keys.all(), args=[w], client=client))) for w in words[n % 3:] + words[:n % 3]]
-            with lock:
-                answers.extend(mine)
-        except BaseException as exc:  # re-raised below, in the test's thread
-            errors.append(exc)
-        finally:
-            lab.release(client)
+    def register_all(ctx: Any) -> list[tuple[str, int]]:
+        n = ctx.client_id
+        return [(w, int(script(keys=keys.all(), args=[w], client=ctx.client))) for w in words[n % 3:] + words[:n % 3]]
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads), "a worker thread did not finish"
-    if errors:
-        raise errors[0]
-    return answers
+    result = run_clients(lab, register_all, clients=workers, iterations=1)
+    return [pair for _client, _iteration, pairs in result.outcomes for pair in pairs]
 
 
 def test_many_concurrent_workers_keep_a_bijection_with_dense_ids(lab: Lab) -> None:

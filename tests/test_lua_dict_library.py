@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +10,7 @@ import redis
 
 from helpers import Lab, embedded
 from helpers.dictionary import FUNCTION, DictKeys, check_dictionary, dict_keys, vocabulary
+from helpers.race import run_clients
 from helpers.scripts import delete_library, library_name, load_library, lua_source, script_header
 
 LIB = "dict_library"
@@ -103,31 +103,12 @@ def test_many_concurrent_workers_keep_a_bijection_with_dense_ids(lab: Lab, loade
     keys = dict_keys(lab.ns, "d")
     words = vocabulary(25)
     workers = 48
-    barrier = threading.Barrier(workers)
-    answers: list[tuple[str, int]] = []
-    errors: list[BaseException] = []
-    lock = threading.Lock()
 
-    def worker(n: int) -> None:
-        client = lab.client()
-        try:
-            barrier.wait(timeout=30)
-            mine = [(w, _call(client, keys.all(), w)) for w in (words[::-1] if n % 2 else words)]
-            with lock:
-                answers.extend(mine)
-        except BaseException as exc:  # re-raised below, in the test's thread
-            errors.append(exc)
-        finally:
-            lab.release(client)
+    def register_all(ctx: Any) -> list[tuple[str, int]]:
+        return [(w, _call(ctx.client, keys.all(), w)) for w in (words[::-1] if ctx.client_id % 2 else words)]
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads)
-    if errors:
-        raise errors[0]
+    result = run_clients(lab, register_all, clients=workers, iterations=1)
+    answers = [pair for _client, _iteration, pairs in result.outcomes for pair in pairs]
     check = check_dictionary(loaded, keys, answers)
     assert check.ok, check.summary()
     assert check.size == len(words)

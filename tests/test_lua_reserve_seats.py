@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import threading
+from typing import Any
 
 import pytest
 import redis
 
 from helpers import Lab
+from helpers.race import run_clients
 
 STEM = "reserve_seats"
 
@@ -98,19 +99,12 @@ def test_foreign_types_raise_wrongtype_before_any_write(lab: Lab) -> None:
 def test_concurrent_bookings_never_oversell(lab: Lab) -> None:
     keys = show_keys(lab)
     lab.client().set(keys[0], 10)
-    outcomes: list[str] = []
-    lock = threading.Lock()
 
-    def customer(i: int) -> None:
-        reply = lab.script(STEM, lab.client())(keys=keys, args=[f"c{i}", 3])
-        with lock:
-            outcomes.append(reply[0])
+    def customer(ctx: Any) -> str:
+        return lab.script(STEM, ctx.client)(keys=keys, args=[f"c{ctx.client_id}", 3])[0]
 
-    threads = [threading.Thread(target=customer, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    result = run_clients(lab, customer, clients=8, iterations=1)
+    outcomes = [reply for _client, _iteration, reply in result.outcomes]
     c = lab.client()
     assert outcomes.count("RESERVED") == 3 and outcomes.count("SOLD_OUT") == 5
     assert c.get(keys[0]) == "1"
