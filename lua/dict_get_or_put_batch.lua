@@ -2,8 +2,6 @@
 -- registering those that are absent, in one call (one round trip for the whole batch).
 -- Same dictionary layout and rules as dict_get_or_put.lua (three hashes sharing one hash tag
 -- {dict:<name>}): ids (id -> string), index (string -> id), meta (field last_id, the counter).
--- Redis scripts cannot include one another, so the checks of dict_get_or_put.lua are repeated
--- here on purpose; tests/test_differential.py and the per-file tests hold all three to one contract.
 -- Strings are handled in ARGV order, so new strings get consecutive ids in that order; a string
 -- repeated in the batch gets the same id each time. The whole batch runs atomically.
 -- Every argument and the stored state are validated before the first write: on an error reply
@@ -23,6 +21,9 @@
 --                                 batch would assign is already taken in ids): somebody wrote them
 --                                 without this script.
 --   WRONGTYPE                     one of the keys exists and is not a hash.
+
+-- Redis scripts cannot include one another, so the checks of dict_get_or_put.lua are repeated
+-- here on purpose; tests/test_differential.py and the per-file tests hold all three to one contract.
 
 local MAX_ID = 9007199254740991  -- 2^53-1: every integer up to it is exact in a Lua number
 

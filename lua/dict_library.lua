@@ -1,8 +1,6 @@
 #!lua name=racelab_dict
 -- dict_library.lua: Function library racelab_dict; FCALL racelab_dict_get_or_put returns a string's id
 -- in a shared string<->id dictionary, registering it if absent (the same logic as dict_get_or_put.lua).
--- Redis scripts cannot include one another, so the checks of dict_get_or_put.lua are repeated
--- here on purpose; tests/test_differential.py and the per-file tests hold all three to one contract.
 -- Load it with FUNCTION LOAD (helpers.scripts.load_library); remove it with FUNCTION DELETE racelab_dict.
 -- Unlike an EVAL script, a loaded library is named, persisted with the data set (RDB/AOF) and
 -- replicated, so a client never gets NOSCRIPT after a restart or a failover.
@@ -33,6 +31,9 @@
 --                                 next id is already taken in ids): somebody wrote them without
 --                                 this script.
 --   WRONGTYPE                     one of the keys exists and is not a hash.
+
+-- Redis scripts cannot include one another, so the checks of dict_get_or_put.lua are repeated
+-- here on purpose; tests/test_differential.py and the per-file tests hold all three to one contract.
 
 local MAX_ID = 9007199254740991  -- 2^53-1: every integer up to it is exact in a Lua number
 
