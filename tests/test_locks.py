@@ -524,10 +524,14 @@ def test_overrun_releases_picks_the_release_of_each_overrunning_cycle() -> None:
 def test_check_then_del_paused_in_its_window_records_the_pause_and_violates(lab: Lab) -> None:
     from helpers.race import run_clients
 
-    load = locks.LockLoad(key=lab.key("lock"), ttl_ms=5, pause_s=0.012, pause_every=2, pause_where="release",
-                          work_s=0.001)
-    # A violation needs a third client to take the lock inside the paused holder's window, which
-    # a short threaded run on a real server does not always produce: up to 5 runs, each checked.
+    # A violation needs three things in order: the paused holder's DEL lands while another client
+    # holds the lock, then a third client takes the freed lock before that holder finishes. With a
+    # 1 ms hold the second window was often missed (a CI run on the embedded backend once found no
+    # violation in 5 runs); a 12 ms hold against a 0.5 ms retry makes it wide, and these figures
+    # gave 11-20 violations in every one of 45 measured runs, on both backends, also with the CPU
+    # saturated. The loop of up to 5 runs stays as a margin, each run checked.
+    load = locks.LockLoad(key=lab.key("lock"), ttl_ms=20, work_s=0.012, pause_s=0.040, pause_every=2,
+                          pause_where="release", retry_s=0.0005)
     found = []
     for _ in range(5):
         result = run_clients(lab, locks.lock_cycle(load, locks.release_check_then_del), clients=3, iterations=30)
