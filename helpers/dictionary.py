@@ -154,7 +154,12 @@ def register_function(client: Any, keys: DictKeys, text: Text) -> Registration:
 
 
 def register_batch_lua(client: Any, keys: DictKeys, texts: Sequence[Text], script: Any) -> list[int]:
-    """Return the ids of texts, in order, from one call of lua/dict_get_or_put_batch.lua."""
+    """Return the ids of texts, in order, from one call of lua/dict_get_or_put_batch.lua.
+
+    An empty batch returns [] without a call (the script refuses zero strings as invalid-arguments).
+    """
+    if not texts:
+        return []
     return [int(i) for i in script(keys=keys.all(), args=list(texts), client=client)]
 
 

@@ -140,6 +140,13 @@ def test_batch_registration_returns_ids_in_order(lab: Lab) -> None:
     assert register_batch_lua(client, keys, ["c", "b"], script) == [3, 2]
 
 
+def test_an_empty_batch_returns_no_ids_and_writes_nothing(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    script = load_script(client, "dict_get_or_put_batch")
+    assert register_batch_lua(client, keys, [], script) == []
+    assert not any(client.exists(k) for k in keys.all())
+
+
 @pytest.mark.parametrize("with_index", [True, False])
 def test_prefill_writes_a_valid_dictionary_of_the_given_size(lab: Lab, with_index: bool) -> None:
     client, keys = lab.client(), _keys(lab)
