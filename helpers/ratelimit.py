@@ -217,6 +217,8 @@ def incr_first_allow(client: Any, key: str, limit: int, window: int, think: Thin
     """Return True if the value INCR returns is within limit (atomic; rejected attempts still count)."""
     _check_limits(limit, window)
     count = client.incr(key)
+    if count < 1:  # the counter held a negative number: refuse (INCR cannot check first; Lua can)
+        raise LimiterStateError(f"invalid-counter: INCR returned {count}")
     if count == 1:
         _pause(think)  # a crash here leaves a counter without TTL: see incr_expire_multi_allow
         client.expire(key, window)
@@ -230,6 +232,8 @@ def incr_expire_multi_allow(client: Any, key: str, limit: int, window: int, thin
     pipe.incr(key)
     pipe.expire(key, window, nx=True)  # NX: TTL only if none, so the window stays fixed
     count, _ = pipe.execute()
+    if count < 1:  # as in incr_first_allow
+        raise LimiterStateError(f"invalid-counter: INCR returned {count}")
     return count <= limit
 
 

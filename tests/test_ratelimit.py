@@ -367,3 +367,15 @@ def test_limiters_that_read_the_counter_refuse_a_corrupt_one_and_write_nothing(l
     with pytest.raises(LimiterStateError, match="invalid-counter"):
         limiter(c, key, 2, WINDOW)
     assert c.get(key) == stored
+
+
+@pytest.mark.parametrize("limiter", [incr_first_allow, incr_expire_multi_allow], ids=lambda f: f.__name__)
+def test_incr_first_limiters_refuse_a_negative_counter_instead_of_admitting(lab: Lab, limiter) -> None:
+    # Regression: a counter holding -5 made INCR return -4, which is <= limit, so the request was
+    # admitted (and every later one until the counter climbed past the limit). INCR has already
+    # run by then: a single command cannot check first, the Lua limiter does (invalid-counter).
+    c, key = lab.client(), lab.key("w")
+    c.set(key, "-5", ex=WINDOW)
+    with pytest.raises(LimiterStateError, match="invalid-counter: INCR returned -4"):
+        limiter(c, key, 2, WINDOW)
+    assert c.get(key) == "-4"
