@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command (`make test`): unit tests on every backend available, then every
 # notebook under nbval on the embedded backend and, when a real Redis >= 8.4 is available
-# (REDIS_URL, .redis/bin or PATH), again against that real server.
+# (REDIS_URL, .redis/bin or PATH), again against that real server. Without REDIS_URL the real
+# passes run on throwaway servers pre-filled with foreign data: one redis-server, then a 3-node
+# cluster.
 # RACELAB_REQUIRE_REAL=1 (set by .ci/run) turns a missing real server into a failure.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +36,8 @@ if [ $have_real = 1 ]; then
         run $PY -m pytest "${NBVAL[@]}" notebooks
     else
         run $PY -m helpers run --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
+        # The multi-node story: the same notebooks, unchanged, on a 3-node cluster of real servers.
+        run $PY -m helpers run --cluster --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
     fi
 fi
 echo
