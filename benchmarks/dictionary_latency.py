@@ -22,7 +22,7 @@ from typing import Any
 
 from helpers.backend import connect
 from helpers.dictionary import DictKeys, dict_keys, dict_script, prefill, register_hgetall_hsetnx, register_lua, truncate
-from helpers.measure import Stats, measure
+from helpers.measure import Stats, measure, server_usec_per_call
 from helpers.server import ServerNotFound
 
 DEFAULT_SIZES = {"real": (100, 1_000, 10_000, 100_000), "embedded": (100, 1_000, 10_000, 30_000)}
@@ -51,21 +51,9 @@ class SizeRow:
         return self.server_scan_us / self.server_lua_us
 
 
-def _commandstats(client: Any, command: str) -> tuple[int, int]:
-    """Return (calls, usec) that INFO commandstats reports for command."""
-    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
-    return int(stats.get("calls", 0)), int(stats.get("usec", 0))
-
-
 def _timed(client: Any, command: str, server: bool, run: Any) -> tuple[Stats, float | None]:
     """Return run()'s Stats and, if server, the server microseconds per call of command during it."""
-    before = _commandstats(client, command) if server else (0, 0)
-    stats = run()
-    if not server:
-        return stats, None
-    after = _commandstats(client, command)
-    calls = after[0] - before[0]
-    return stats, (after[1] - before[1]) / calls if calls else None
+    return server_usec_per_call(client, command, run) if server else (run(), None)
 
 
 def measure_sizes(client: Any, keys: DictKeys, sizes: Sequence[int], repeats: int, server: bool) -> list[SizeRow]:

@@ -7,6 +7,9 @@
   ``run(value)`` (which returns one number, e.g. a run's throughput) ``warmup`` + ``repeats``
   times and returns tidy rows ``{name: value, "median": ..., "p5": ..., "p95": ..., "q1": ...,
   "q3": ..., "min": ..., "max": ..., "n": ...}`` that ``helpers.plots`` draws.
+* ``loglog_slope(sizes, seconds)``: how a cost grows with size (about 1 for O(N), about 0 for O(1)).
+* ``server_usec_per_call(client, command, run)``: microseconds Redis itself spent per call of
+  ``command`` while ``run()`` ran, from ``INFO commandstats`` (a real server only).
 """
 
 from __future__ import annotations
@@ -122,3 +125,35 @@ def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str] = ("media
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
     return "\n".join(lines)
+
+
+def loglog_slope(sizes: Sequence[float], seconds: Sequence[float]) -> float:
+    """Return the least-squares slope of log(seconds) against log(sizes).
+
+    About 1 when the cost grows in proportion to the size (O(N)), about 0 when it does not (O(1)).
+    """
+    if len(sizes) != len(seconds) or len(set(sizes)) < 2 or min(*sizes, *seconds) <= 0:
+        raise ValueError("need at least two distinct positive sizes, each with a positive time")
+    xs, ys = [math.log10(x) for x in sizes], [math.log10(y) for y in seconds]
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+
+
+def _commandstats(client: Any, command: str) -> tuple[int, int]:
+    """Return (calls, usec) that INFO commandstats reports for command (lower case, e.g. "hgetall")."""
+    stats = client.info("commandstats").get(f"cmdstat_{command}", {})
+    return int(stats.get("calls", 0)), int(stats.get("usec", 0))
+
+
+def server_usec_per_call(client: Any, command: str, run: Callable[[], Any]) -> tuple[Any, float | None]:
+    """Return (run(), microseconds Redis spent per call of command while run() ran, or None if none ran).
+
+    Reads INFO commandstats before and after, so it needs one real server (a cluster keeps these per
+    node; the embedded backend has no server process). On a shared server other clients' calls of
+    the same command are counted too.
+    """
+    before = _commandstats(client, command)
+    result = run()
+    after = _commandstats(client, command)
+    calls = after[0] - before[0]
+    return result, ((after[1] - before[1]) / calls if calls else None)

@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from helpers.measure import Stats, format_rows, measure, percentile, summarize, sweep
+from helpers import Lab
+from helpers.measure import (Stats, format_rows, loglog_slope, measure, percentile, server_usec_per_call, summarize,
+                            sweep)
 
 
 def test_percentile_interpolates_linearly() -> None:
@@ -68,3 +70,29 @@ def test_format_rows_prints_a_right_aligned_table() -> None:
                                               "      1  1.23e+03    1     2  5",
                                               "     16         2  1.5  3.25  5"]
     assert format_rows([]) == "(no rows)"
+
+
+@pytest.mark.parametrize("exponent", [0.0, 0.5, 1.0, 2.0])
+def test_loglog_slope_recovers_the_exponent_of_a_power_law(exponent: float) -> None:
+    sizes = [100, 1_000, 10_000, 100_000]
+    assert loglog_slope(sizes, [3e-6 * n ** exponent for n in sizes]) == pytest.approx(exponent)
+
+
+@pytest.mark.parametrize("sizes, seconds", [([10], [1.0]), ([10, 10], [1.0, 2.0]), ([10, 100], [1.0]),
+                                            ([0, 100], [1.0, 2.0]), ([10, 100], [1.0, 0.0])])
+def test_loglog_slope_refuses_what_has_no_slope(sizes: list[float], seconds: list[float]) -> None:
+    with pytest.raises(ValueError):
+        loglog_slope(sizes, seconds)
+
+
+def test_server_usec_per_call_counts_only_the_calls_made_during_run(lab: Lab) -> None:
+    if lab.kind != "real":
+        pytest.skip("INFO commandstats needs one real server process")
+    c, key = lab.client(), lab.key("h")
+    c.hset(key, mapping={str(i): "x" for i in range(1_000)})
+    c.hgetall(key)  # a call before the measurement must not count
+    result, usec = server_usec_per_call(c, "hgetall", lambda: [c.hgetall(key) for _ in range(5)])
+    assert len(result) == 5 and len(result[0]) == 1_000
+    assert usec is not None and usec > 0
+    # No call of the command during run(): None, not a division by zero.
+    assert server_usec_per_call(c, "no-such-command", lambda: "no call") == ("no call", None)
