@@ -70,7 +70,12 @@ def main(argv: list[str]) -> int:
             print(__doc__, file=sys.stderr)
             return 2
         shared, cluster = "--shared" in options, "--cluster" in options
-        with RedisClusterServer() if cluster else RedisServer() as server:
+        try:
+            server = (RedisClusterServer() if cluster else RedisServer()).start()
+        except ServerNotFound as exc:  # the other start failures (a port, a timeout) keep their traceback
+            print(f"racelab: cannot start a {'cluster' if cluster else 'server'}: {exc}", file=sys.stderr)
+            return 1
+        with server:
             binary = server.servers[0].binary if cluster else server.binary
             print(f"racelab: started {'a 3-node cluster of ' if cluster else ''}redis-server "
                   f"{'.'.join(map(str, binary_version(binary)))} at {server.url}"

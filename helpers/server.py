@@ -250,8 +250,12 @@ class RedisClusterServer:
         for server in self.servers:
             server.stop()
 
+    def is_running(self) -> bool:
+        """Return True while every node's process is alive."""
+        return bool(self.servers) and all(s.is_running() for s in self.servers)
+
     def __enter__(self) -> "RedisClusterServer":
-        return self.start()
+        return self.start() if not self.is_running() else self
 
     def __exit__(self, *exc) -> None:
         self.stop()
