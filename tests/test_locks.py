@@ -528,7 +528,7 @@ def test_check_then_del_paused_in_its_window_records_the_pause_and_violates(lab:
     # holds the lock, then a third client takes the freed lock before that holder finishes. With a
     # 1 ms hold the second window was often missed (a CI run on the embedded backend once found no
     # violation in 5 runs); a 12 ms hold against a 0.5 ms retry makes it wide, and these figures
-    # gave 11-20 violations in every one of 45 measured runs, on both backends, also with the CPU
+    # gave 11-20 violations in every one of 40 measured runs, on both backends, also with the CPU
     # saturated. The loop of up to 5 runs stays as a margin, each run checked.
     load = locks.LockLoad(key=lab.key("lock"), ttl_ms=20, work_s=0.012, pause_s=0.040, pause_every=2,
                           pause_where="release", retry_s=0.0005)
