@@ -3,8 +3,8 @@
 The suite may be pointed at a shared Redis. This module plants data that is not the suite's
 (every type, with and without TTLs, a function library, keys that merely look like the
 suite's), takes a snapshot, and later checks that every byte and every TTL survived and that
-no suite key was left behind. ``make test`` runs the notebooks' real-server pass on a server
-filled this way (``python -m helpers.server run --shared -- ...``).
+no suite key was left behind. ``make test`` runs the notebooks' real-server and cluster passes
+on servers filled this way (``python -m helpers run [--cluster] --shared -- ...``).
 """
 
 from __future__ import annotations
