@@ -25,7 +25,7 @@ ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 lab: $(STAMP) ## Open JupyterLab on notebooks/ (embedded backend unless REDIS_URL/RACELAB_BACKEND say otherwise)
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/
 
-test: $(STAMP) ## Unit tests and every notebook, on the embedded backend and on a real Redis when one is available
+test: $(STAMP) ## Unit tests and every notebook: embedded, then a real Redis and a real 3-node cluster when available
 	scripts/run-tests.sh
 
 test-unit: $(STAMP) ## Unit tests only
