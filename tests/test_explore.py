@@ -13,17 +13,9 @@ from helpers.explore import (Exploration, TooManySchedules, all_hold, count_inte
                              counter_equals, explore, results_at_most)
 from helpers.schedule import call, clock_expires, cmd, run_schedule
 
+from programs import naive_limiter
+
 LIMIT = 5
-
-
-def naive_limiter(key: str, limit: int = LIMIT):
-    def program():
-        count = int((yield cmd("GET", key)) or 0)
-        if count < limit:
-            yield cmd("INCR", key)
-            return "allowed"
-        return "rejected"
-    return program
 
 
 def lua_limiter(lab: Lab, key: str, limit: int = LIMIT):

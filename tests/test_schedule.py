@@ -9,6 +9,8 @@ from helpers import Lab
 from helpers.schedule import (ScheduleError, ScheduleRun, Trace, call, clock_expires, cmd, format_value,
                               parse_schedule, run_schedule, schedule_text)
 
+from programs import naive_limiter
+
 NAIVE_ABAB = """\
 step  client  command       reply  state after
 ----------------------------------------------
@@ -18,16 +20,6 @@ step  client  command       reply  state after
    3  A       INCR counter  5      counter=5
    4  B       INCR counter  6      counter=6
 results: A -> 'allowed'  B -> 'allowed'"""
-
-
-def naive_limiter(key: str, limit: int):
-    def program():
-        count = int((yield cmd("GET", key)) or 0)
-        if count < limit:
-            yield cmd("INCR", key)
-            return "allowed"
-        return "rejected"
-    return program
 
 
 def lock_holder(key: str, token: str):
