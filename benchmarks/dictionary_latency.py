@@ -7,7 +7,7 @@ the client-side median seconds per registration (p5-p95 over repetitions, after 
 ratio HGETALL / Lua. On a real server it also reads ``INFO commandstats`` before and after, so the
 server's own microseconds per HGETALL and per EVALSHA are shown apart from the client's parsing.
 
-Backends: a throwaway real redis-server (helpers.server) and/or the embedded fakeredis backend,
+Backends: a throwaway real redis-server (helpers.backend.server) and/or the embedded fakeredis backend,
 where every number is Python's. Usage:
 ``python -m benchmarks dictionary_latency [--backend real|embedded|both] [--sizes 100,1000,...] [--repeats R]``.
 """
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.backend import connect
+from helpers.backend.lab import connect
 from helpers.dictionary import DictKeys, dict_keys, dict_script, prefill, register_hgetall_hsetnx, register_lua, truncate
-from helpers.measure import Stats, measure, server_usec_per_call
-from helpers.server import ServerNotFound
+from helpers.instruments.measure import Stats, measure, server_usec_per_call
+from helpers.backend.server import ServerNotFound
 
 DEFAULT_SIZES = {"real": (100, 1_000, 10_000, 100_000), "embedded": (100, 1_000, 10_000, 30_000)}
 

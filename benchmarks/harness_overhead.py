@@ -1,6 +1,6 @@
 """Harness overhead: plain INCR ops/s through run_clients/run_processes versus redis-benchmark.
 
-On a throwaway redis-server (helpers.server), each round measures side by side:
+On a throwaway redis-server (helpers.backend.server), each round measures side by side:
 
 * redis-py alone, one thread, a bare loop (the Python floor, no harness);
 * ``run_clients`` with 1 and 8 threads (GIL-bound: 8 threads are not faster than 1);
@@ -22,9 +22,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from helpers.backend import connect
-from helpers.race import run_clients, run_processes
-from helpers.server import find_binary
+from helpers.backend.lab import connect
+from helpers.instruments.race import run_clients, run_processes
+from helpers.backend.server import find_binary
 
 
 def incr(key: str) -> Callable[[Any], Any]:

@@ -9,7 +9,7 @@ median requests/s (p5-p95 over repetitions, after a warm-up round; strategies in
 
 Overshoot: the naive limiter, 8 clients x 100 requests against a limit of 100, repeated; reported as
 requests admitted over the limit per run. Threads yield between GET and INCR (``time.sleep(0)``,
-see helpers.race); on a real server the benchmark also runs 8 *processes* with no think time at all,
+see helpers.instruments.race); on a real server the benchmark also runs 8 *processes* with no think time at all,
 which shows the race needs no help when clients truly run in parallel.
 
 Backends: a throwaway real redis-server and/or the embedded backend, where every number is Python's.
@@ -23,9 +23,9 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from helpers.backend import Lab, connect
-from helpers.measure import Stats, summarize
-from helpers.race import repeat_runs, run_processes
+from helpers.backend.lab import Lab, connect
+from helpers.instruments.measure import Stats, summarize
+from helpers.instruments.race import repeat_runs, run_processes
 from helpers.ratelimit import STRATEGIES, client_functions, compare_strategies
 
 WINDOW = 60

@@ -1,13 +1,27 @@
-"""redis-race-lab helpers: backends, key namespaces, Lua loading and the race lab.
+"""redis-race-lab helpers: the instruments a notebook uses to run, force and measure a race.
 
-Nothing runs on import; notebooks import the names they use, e.g.
-``from helpers import connect``.
+What a learner imports comes from here, e.g. ``from helpers import connect, run_schedule, show``:
+
+* ``connect(notebook)``: the backend in use, as a ``Lab`` (clients, key names, cleanup);
+* ``show(fn, "script")``: the full source of a strategy or a lua/ script, highlighted;
+* ``run_schedule``, ``explore``, ``lease_expires``: forced interleavings and every interleaving;
+* ``run_clients``: the same strategy under real threads;
+* ``plot_timeline`` and the other plots.
+
+The subject of each lesson (the strategies) lives in ``races/`` and in the notebooks, never
+here. The plumbing is in ``helpers.backend``, the instruments in ``helpers.instruments``, and
+what only the suite's own tests and CI use in ``helpers.tools``. Nothing runs on import.
 """
 
-from helpers.backend import Capabilities, Lab, connect
-from helpers.guard import UnsafeCommandError
-from helpers.namespace import Namespace
-from helpers.scripts import load_script, lua_source, script_header
+from helpers.backend.guard import UnsafeCommandError
+from helpers.backend.lab import Capabilities, Lab, connect
+from helpers.backend.modes import client_stats
+from helpers.backend.scripts import lua
+from helpers.instruments.explore import explore
+from helpers.instruments.listing import show
+from helpers.instruments.plots import plot_timeline
+from helpers.instruments.race import repeat_runs, run_clients
+from helpers.instruments.schedule import ScheduleRun, lease_expires, run_schedule
 
-__all__ = ["Capabilities", "Lab", "Namespace", "UnsafeCommandError", "connect",
-           "load_script", "lua_source", "script_header"]
+__all__ = ["Capabilities", "Lab", "ScheduleRun", "UnsafeCommandError", "client_stats", "connect", "explore",
+           "lease_expires", "lua", "plot_timeline", "repeat_runs", "run_clients", "run_schedule", "show"]

@@ -20,7 +20,7 @@ lab's ``ctx.think``), so a race shows up under load on every backend.
 ``strategy(name, keys)`` binds one of them to a dictionary; ``run_workload`` runs it from many
 threads (``helpers.race.run_clients``); ``latency_by_size`` times a registration against the
 dictionary's size. The ``*_program`` functions are the same strategies as schedule programs for
-``helpers.schedule`` / ``helpers.explore`` (one step per Redis command; the script and the
+``helpers.instruments.schedule`` / ``helpers.instruments.explore`` (one step per Redis command; the script and the
 function are one step each).
 
 ``check_dictionary`` verifies the invariant: a bijection with dense ids 1..N (and, for the
@@ -40,10 +40,10 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from helpers.namespace import Namespace
-from helpers.race import RunResult, run_clients
-from helpers.schedule import Program, call, cmd
-from helpers.scripts import fcall_reloading, lua_source
+from helpers.backend.namespace import Namespace
+from helpers.instruments.race import RunResult, run_clients
+from helpers.instruments.schedule import Program, call, cmd
+from helpers.backend.scripts import fcall_reloading, lua_source
 
 COUNTER_FIELD = "last_id"
 SCRIPT = "dict_get_or_put"          # lua/dict_get_or_put.lua
@@ -312,7 +312,7 @@ def latency_by_size(client: Any, keys: DictKeys, sizes: Sequence[int], repeats: 
     Lua script and then HGETALL + HSETNX register fresh strings, and truncate() removes them
     again, so both always see exactly `size` strings. The miss path is timed: the full cost.
     """
-    from helpers.measure import measure  # local: only the sweep needs it
+    from helpers.instruments.measure import measure  # local: only the sweep needs it
 
     script = dict_script()
     fresh = iter(range(10**12))

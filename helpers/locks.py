@@ -25,7 +25,7 @@ For the notebook's experiments: ``lock_cycle`` / ``extend_cycle`` build ``run_cl
 functions for a ``LockLoad`` (lease, work, which cycles pause past the lease);
 ``lease_spans`` turns a recorded history into "certainly held" intervals and ``violations``
 counts overlapping ones, i.e. two clients holding a valid lease on the same lock at once;
-``holder_program`` and friends are forced-schedule programs (``helpers.schedule``) with the
+``holder_program`` and friends are forced-schedule programs (``helpers.instruments.schedule``) with the
 lease's end as an explicit clock step (``lease_runs_out``).
 """
 
@@ -41,8 +41,8 @@ import redis
 import xxhash
 from redis.commands.core import Script
 
-from helpers.schedule import Step, cmd
-from helpers.scripts import load_script
+from helpers.instruments.schedule import Step, cmd
+from helpers.backend.scripts import load_script
 
 TOKEN_BYTES = 20
 # How much earlier than acquire-start + ttl a lease may end on the server: Redis and fakeredis
@@ -571,7 +571,7 @@ def extend_stress_check(lab: Any, extend: Callable[[Any, str, Any, int], bool], 
     back, then runs extend_cycle under threaded load with overrunning holders and counts
     mutual-exclusion violations; it also requires some paused holders to have lost their lease.
     """
-    from helpers.race import run_clients  # local: the threaded part only
+    from helpers.instruments.race import run_clients  # local: the threaded part only
 
     admin, key, problems = lab.client(), lab.key("extend-check"), []
     try:

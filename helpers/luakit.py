@@ -22,7 +22,7 @@ from typing import Any
 
 import redis
 
-from helpers.server import RedisServer, ServerNotFound, find_binary
+from helpers.backend.server import RedisServer, ServerNotFound, find_binary
 
 # Redis appends where a script failed: " script: <sha>, on @user_script:1." and prefixes
 # "user_script:1: "; fakeredis does neither. Both are noise for a learner comparing servers.

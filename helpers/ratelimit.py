@@ -24,7 +24,7 @@ Fixes:
 - ``ifeq_cas_allow``: Redis 8.4 compare-and-set, ``SET key n+1 IFEQ n KEEPTTL``, bounded retries.
 
 The ``*_program`` functions are the same strategies as step-by-step programs for
-``helpers.schedule`` / ``helpers.explore``: one yielded step per Redis command, so a forced
+``helpers.instruments.schedule`` / ``helpers.instruments.explore``: one yielded step per Redis command, so a forced
 schedule can put another client's command between any two of them. A Lua script or a
 MULTI/EXEC pipeline is one ``call`` step: nothing can run inside it.
 
@@ -43,9 +43,9 @@ from typing import Any
 
 import redis
 
-from helpers.race import run_clients
-from helpers.schedule import Program, call, cmd
-from helpers.scripts import load_script
+from helpers.instruments.race import run_clients
+from helpers.instruments.schedule import Program, call, cmd
+from helpers.backend.scripts import load_script
 
 Think = Callable[[], None] | None
 OnRetry = Callable[[], None] | None

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from helpers import Lab, connect, foreign
-from helpers.server import RedisClusterServer, RedisServer, ServerNotFound, find_binary
+from helpers import Lab, connect
+from helpers.tools import foreign
+from helpers.backend.server import RedisClusterServer, RedisServer, ServerNotFound, find_binary
 
 REQUIRE_REAL = os.environ.get("RACELAB_REQUIRE_REAL") == "1"
 

@@ -1,8 +1,8 @@
-"""Toy schedule programs shared by the tests of helpers.schedule and helpers.explore."""
+"""Toy schedule programs shared by the tests of helpers.instruments.schedule and helpers.explore."""
 
 from __future__ import annotations
 
-from helpers.schedule import cmd
+from helpers.instruments.schedule import cmd
 
 
 def naive_limiter(key: str, limit: int = 5):

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from helpers import connect
-from helpers.backend import BACKENDS
+from helpers.backend.lab import BACKENDS
 
 
 def test_default_backend_is_embedded(monkeypatch):

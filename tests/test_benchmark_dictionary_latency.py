@@ -8,7 +8,7 @@ from benchmarks import dictionary_latency as bench
 from benchmarks.__main__ import benchmark_names
 from helpers import Lab
 from helpers.dictionary import check_dictionary, dict_keys
-from helpers.measure import summarize
+from helpers.instruments.measure import summarize
 
 
 def test_runner_finds_the_dictionary_benchmark() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from benchmarks import ratelimit_cost as bench
 from benchmarks.__main__ import benchmark_names
 from helpers import Lab
-from helpers.measure import summarize
+from helpers.instruments.measure import summarize
 
 
 def test_runner_finds_the_ratelimit_benchmark() -> None:

@@ -15,10 +15,10 @@ from helpers.dictionary import (
     lua_program, prefill, register_batch_lua, register_counter_naive, register_function, register_hgetall_hsetnx,
     register_lua, register_watch_multi, run_workload, strategy, truncate, vocabulary, workload,
 )
-from helpers.explore import explore
-from helpers.race import run_clients
-from helpers.schedule import run_schedule
-from helpers.scripts import delete_library, load_library, load_script
+from helpers.instruments.explore import explore
+from helpers.instruments.race import run_clients
+from helpers.instruments.schedule import run_schedule
+from helpers.backend.scripts import delete_library, load_library, load_script
 
 
 def _keys(lab: Lab) -> DictKeys:

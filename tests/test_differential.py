@@ -1,4 +1,4 @@
-"""Differential tests: the embedded backend (fakeredis + helpers.fake84) against a real Redis >= 8.4.
+"""Differential tests: the embedded backend (fakeredis + helpers.backend.fake84) against a real Redis >= 8.4.
 
 Hypothesis generates short sequences of commands over three keys -- SET with every option
 combination (valid and invalid: conflicting, repeated, dangling, odd spelling, NUL-suffixed),
@@ -65,9 +65,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import Lab, connect
-from helpers.fake84 import parse_set_options
-from helpers.scripts import LUA_DIR
-from helpers.server import RedisServer, ServerNotFound, find_binary
+from helpers.backend.fake84 import parse_set_options
+from helpers.backend.scripts import LUA_DIR
+from helpers.backend.server import RedisServer, ServerNotFound, find_binary
 
 MIN_SEQUENCES = 2000
 N_SEQUENCES = int(os.environ.get("RACELAB_DIFF_EXAMPLES", str(MIN_SEQUENCES)))
@@ -193,7 +193,7 @@ def strip_script_location(reply: Any) -> Any:
     return reply
 
 
-# Error replies that differ in a registered way (helpers.divergences id): (commands, real, embedded).
+# Error replies that differ in a registered way (helpers.tools.divergences id): (commands, real, embedded).
 REGISTERED_ERROR_DIFFERENCES: list[tuple[frozenset[bytes], str, str, str]] = [
     (frozenset({b"EXPIRE", b"PEXPIRE"}), r"GT and LT options at the same time are not compatible",
      r"NX and XX, GT or LT options at the same time are not compatible", "expire_option_error_wording"),

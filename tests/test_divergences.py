@@ -1,4 +1,4 @@
-"""The divergence register (helpers.divergences), each entry pinned on both backends.
+"""The divergence register (helpers.tools.divergences), each entry pinned on both backends.
 
 Every entry of ``DIVERGENCES`` has a test named ``test_<id>`` here that asserts today's behaviour of
 the embedded backend AND of the real server (the ``lab`` fixture runs each on both). When fakeredis
@@ -17,8 +17,8 @@ import pytest
 import redis
 
 from helpers import Lab, connect
-from helpers.divergences import DIVERGENCES, by_id, markdown_table
-from helpers.server import RedisServer
+from helpers.tools.divergences import DIVERGENCES, by_id, markdown_table
+from helpers.backend.server import RedisServer
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "divergences.md"
 

@@ -1,4 +1,4 @@
-"""SET ... IFEQ/IFNE/IFDEQ/IFDNE on both backends: the embedded one (helpers.embedded + helpers.fake84)
+"""SET ... IFEQ/IFNE/IFDEQ/IFDNE on both backends: the embedded one (helpers.backend.embedded + helpers.backend.fake84)
 must answer exactly as a real Redis >= 8.4 does. Every test runs on both (the ``lab`` fixture), so a
 rule that is wrong in the extension fails here next to the real server's answer.
 """
@@ -14,9 +14,10 @@ import xxhash
 from fakeredis._commands import SUPPORTED_COMMANDS
 from fakeredis._socket import FakeSocket
 
-from helpers import Lab, embedded
-from helpers.fake84 import Redis84Connection, Redis84Socket
-from helpers.race import run_clients
+from helpers import Lab
+from helpers.backend import embedded
+from helpers.backend.fake84 import Redis84Connection, Redis84Socket
+from helpers.instruments.race import run_clients
 
 
 def raw(lab: Lab) -> Any:

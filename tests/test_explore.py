@@ -1,4 +1,4 @@
-"""helpers.explore: every interleaving is run once, and the known answers come out."""
+"""helpers.instruments.explore: every interleaving is run once, and the known answers come out."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ import pytest
 from matplotlib.figure import Figure
 
 from helpers import Lab
-from helpers.explore import (Exploration, TooManySchedules, all_hold, count_interleavings, counter_at_most,
+from helpers.instruments.explore import (Exploration, TooManySchedules, all_hold, count_interleavings, counter_at_most,
                              counter_equals, explore, results_at_most)
-from helpers.schedule import call, clock_expires, cmd, run_schedule
+from helpers.instruments.schedule import call, clock_expires, cmd, run_schedule
 
 from programs import naive_limiter
 

@@ -1,4 +1,4 @@
-"""helpers.fake84's pure parts: SET option parsing and expiry arithmetic (rules measured on Redis 8.6.3).
+"""helpers.backend.fake84's pure parts: SET option parsing and expiry arithmetic (rules measured on Redis 8.6.3).
 
 The behaviour on a server is tested against a real Redis in tests/test_embedded.py and
 tests/test_differential.py; these pin the parser's table directly.
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from fakeredis._helpers import SimpleError
 
-from helpers.fake84 import expiry_ms, parse_set_options
+from helpers.backend.fake84 import expiry_ms, parse_set_options
 
 
 def test_parse_returns_flags_expiry_and_condition() -> None:

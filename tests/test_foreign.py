@@ -3,7 +3,7 @@
 import pytest
 
 from helpers import UnsafeCommandError, connect
-from helpers import foreign
+from helpers.tools import foreign
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 import pytest
 
 from helpers import connect
-from helpers.guard import UnsafeCommandError, check_command
+from helpers.backend.guard import UnsafeCommandError, check_command
 
 
 @pytest.mark.parametrize("args", [
@@ -110,7 +110,7 @@ def test_scripts_that_only_mention_such_words_pass(args):
 
 
 def test_every_suite_script_passes_the_guard():
-    from helpers.scripts import LUA_DIR
+    from helpers.backend.scripts import LUA_DIR
 
     for path in sorted(LUA_DIR.glob("*.lua")):
         check_command(("EVAL", path.read_text(), 0), owned=False)
@@ -119,7 +119,7 @@ def test_every_suite_script_passes_the_guard():
 def test_guard_covers_transaction_helper_raw_command_and_pipeline_script_loading(lab):
     if lab.owns_server:
         pytest.skip("the embedded backend is owned by the suite; the guard is off there by design")
-    from helpers.backend import raw_command
+    from helpers.backend.lab import raw_command
 
     c, key = lab.client(), lab.key("x")
     c.set(key, 1)

@@ -9,7 +9,7 @@ import redis
 
 from helpers import Lab
 from helpers import locks
-from helpers.race import Op
+from helpers.instruments.race import Op
 
 MINE = "a" * 40
 THEIRS = "b" * 40
@@ -112,7 +112,7 @@ def test_acquire_fenced_with_a_corrupt_fence_leaves_another_holders_lock_alone(l
 
 
 def test_lock_is_never_held_by_two_of_64_clients(lab: Lab) -> None:
-    from helpers.race import run_clients
+    from helpers.instruments.race import run_clients
 
     key, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
     inside = lab.ns.tagged("job", "inside")
@@ -430,7 +430,7 @@ def test_lock_load_rejects_bad_settings(bad: dict[str, Any]) -> None:
 
 
 def test_blind_release_under_overrunning_load_violates_mutual_exclusion(lab: Lab) -> None:
-    from helpers.race import run_clients
+    from helpers.instruments.race import run_clients
 
     load = locks.LockLoad(key=lab.key("lock"), ttl_ms=5, pause_s=0.012, pause_every=4)
     result = run_clients(lab, locks.lock_cycle(load, locks.release_blind), clients=3, iterations=24)
@@ -440,7 +440,7 @@ def test_blind_release_under_overrunning_load_violates_mutual_exclusion(lab: Lab
 
 @pytest.mark.parametrize("name", ["lua", "watch", "delex"])
 def test_safe_release_under_overrunning_load_keeps_mutual_exclusion(lab: Lab, name: str) -> None:
-    from helpers.race import run_clients
+    from helpers.instruments.race import run_clients
 
     load = locks.LockLoad(key=lab.key("lock"), ttl_ms=5, pause_s=0.012, pause_every=4)
     result = run_clients(lab, locks.lock_cycle(load, SAFE_RELEASES[name]), clients=3, iterations=24)
@@ -464,7 +464,7 @@ def _b_keeps_its_lock(lab: Lab) -> Any:
 
 @pytest.mark.parametrize("method, bad", [("blind", ["ATBA"]), ("check_then_del", ["AATBA"])])
 def test_explorer_finds_exactly_the_schedule_that_breaks_a_naive_release(lab: Lab, method: str, bad: list[str]) -> None:
-    from helpers.explore import explore
+    from helpers.instruments.explore import explore
 
     found = explore(lab, _programs(lab, method), _b_keeps_its_lock(lab), watch=[lab.key("lock")])
     assert found.bad == bad
@@ -472,14 +472,14 @@ def test_explorer_finds_exactly_the_schedule_that_breaks_a_naive_release(lab: La
 
 @pytest.mark.parametrize("method", ["lua", "lua_checked", "watch", "delex", "digest"])
 def test_explorer_finds_no_bad_schedule_for_a_safe_release(lab: Lab, method: str) -> None:
-    from helpers.explore import explore
+    from helpers.instruments.explore import explore
 
     found = explore(lab, _programs(lab, method), _b_keeps_its_lock(lab), watch=[lab.key("lock")])
     assert found.total >= 11 and found.bad == []
 
 
 def test_lease_runs_out_only_for_the_named_token(lab: Lab) -> None:
-    from helpers.schedule import run_schedule
+    from helpers.instruments.schedule import run_schedule
 
     key = lab.key("lock")
     programs = {"B": locks.take_program(key, "tok-B", 10_000), "T": locks.lease_runs_out(key, "tok-A")}
@@ -498,7 +498,7 @@ def test_holder_program_rejects_an_unknown_method(lab: Lab) -> None:
     (True, "write refused, not released", "B's report"),
 ])
 def test_fencing_refuses_the_paused_holders_late_write(lab: Lab, fenced: bool, a_result: str, resource: str) -> None:
-    from helpers.schedule import run_schedule
+    from helpers.instruments.schedule import run_schedule
 
     lock, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
     res, seen = lab.ns.tagged("job", "resource"), lab.ns.tagged("job", "resource:fence")
@@ -522,7 +522,7 @@ def test_overrun_releases_picks_the_release_of_each_overrunning_cycle() -> None:
 
 
 def test_check_then_del_paused_in_its_window_records_the_pause_and_violates(lab: Lab) -> None:
-    from helpers.race import run_clients
+    from helpers.instruments.race import run_clients
 
     # A violation needs three things in order: the paused holder's DEL lands while another client
     # holds the lock, then a third client takes the freed lock before that holder finishes. With a
@@ -565,7 +565,7 @@ def test_extend_stress_check_names_what_a_broken_extend_does(lab: Lab, bad_exten
 
 
 def test_lock_cycle_gives_up_on_a_lock_that_never_expires(lab: Lab) -> None:
-    from helpers.race import run_clients
+    from helpers.instruments.race import run_clients
 
     key = lab.key("lock")
     lab.client().set(key, "stuck forever")  # no TTL: nobody can ever take this lock

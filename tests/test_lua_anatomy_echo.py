@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from helpers import Lab
-from helpers.scripts import lua_source
+from helpers.backend.scripts import lua_source
 
 
 def test_numkeys_splits_words_into_keys_then_argv_in_order(lab: Lab) -> None:

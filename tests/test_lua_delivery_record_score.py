@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from helpers import Lab
-from helpers.scripts import lua_source
+from helpers.backend.scripts import lua_source
 
 STEM = "delivery_record_score"
 

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from helpers import Lab
-from helpers.scripts import delete_library, library_name, load_library
+from helpers.backend.scripts import delete_library, library_name, load_library
 
 STEM = "demo_library"
 

@@ -9,8 +9,8 @@ import redis
 
 from helpers import Lab
 from helpers.dictionary import DictKeys, check_dictionary, dict_keys, vocabulary
-from helpers.race import run_clients
-from helpers.scripts import load_script, script_header
+from helpers.instruments.race import run_clients
+from helpers.backend.scripts import load_script, script_header
 
 
 def _setup(lab: Lab, name: str = "d") -> tuple[Any, Any, DictKeys]:

@@ -9,7 +9,7 @@ import redis
 
 from helpers import Lab
 from helpers.dictionary import DictKeys, check_dictionary, dict_keys
-from helpers.scripts import load_script, script_header
+from helpers.backend.scripts import load_script, script_header
 
 
 def _setup(lab: Lab) -> tuple[Any, Any, DictKeys]:
@@ -73,7 +73,7 @@ def test_inconsistency_found_late_in_the_batch_writes_nothing(lab: Lab) -> None:
 def test_64_clients_sending_overlapping_batches_keep_a_bijection_with_dense_ids(lab: Lab) -> None:
     import random
 
-    from helpers.race import run_clients
+    from helpers.instruments.race import run_clients
 
     keys = dict_keys(lab.ns, "d")
     words = [f"w{i}" for i in range(200)] + ["", "\x00", " ", "01", "1"]

@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 import redis
 
-from helpers import Lab, embedded
+from helpers import Lab
+from helpers.backend import embedded
 from helpers.dictionary import FUNCTION, DictKeys, check_dictionary, dict_keys, vocabulary
-from helpers.race import run_clients
-from helpers.scripts import delete_library, library_name, load_library, lua_source, script_header
+from helpers.instruments.race import run_clients
+from helpers.backend.scripts import delete_library, library_name, load_library, lua_source, script_header
 
 LIB = "dict_library"
 

@@ -7,7 +7,8 @@ import random
 import pytest
 import redis
 
-from helpers import Lab, script_header
+from helpers import Lab
+from helpers.backend.scripts import script_header
 
 STEM = "fenced_write"
 
@@ -136,7 +137,7 @@ def test_keys_that_are_equal_or_do_not_share_a_hash_tag_are_an_error_and_nothing
 
 
 def test_concurrent_writers_never_let_an_older_token_overwrite_a_newer_one(lab: Lab) -> None:
-    from helpers.race import run_clients
+    from helpers.instruments.race import run_clients
 
     resource, fence = keys_of(lab)
     tokens = list(range(1, 64 * 4 + 1))

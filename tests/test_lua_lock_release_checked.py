@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from helpers import Lab, script_header
+from helpers import Lab
+from helpers.backend.scripts import script_header
 
 TOKEN = "a" * 40
 OTHER = "b" * 40

@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from helpers import Lab
-from helpers.scripts import lua_source
+from helpers.backend.scripts import lua_source
 
 EXPECTED = {
     "nil": None, "false": None, "true": 1, "integer": 42, "float": 3, "negative_float": -3,

@@ -7,7 +7,7 @@ import redis
 
 from helpers import Lab
 from helpers.luakit import run_in_background, scratch_server, server_available, wait_for_busy
-from helpers.scripts import lua_source
+from helpers.backend.scripts import lua_source
 
 needs_server = pytest.mark.skipif(not server_available(), reason="no redis-server binary")
 

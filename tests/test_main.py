@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from helpers.server import ServerNotFound, find_binary
+from helpers.backend.server import ServerNotFound, find_binary
 
 from conftest import _no_real
 
@@ -75,13 +75,13 @@ def test_a_bad_command_line_prints_the_usage_and_exits_2(argv: list[str]) -> Non
 @pytest.mark.parametrize("options, what", [([], "server"), (["--cluster"], "cluster")])
 def test_no_redis_binary_is_a_one_line_error_not_a_traceback(monkeypatch: pytest.MonkeyPatch, capsys,
                                                              options: list[str], what: str) -> None:
-    import helpers.server
-    from helpers.__main__ import main
+    import helpers.backend.server
+    from helpers.tools.cli import main
 
     def missing(name: str = "redis-server", *args: object) -> None:
         raise ServerNotFound(f"no {name} >= 8.4 found. Run `make redis` to build one.")
 
-    monkeypatch.setattr(helpers.server, "find_binary", missing)
+    monkeypatch.setattr(helpers.backend.server, "find_binary", missing)
     assert main(["run", *options, "--", "true"]) == 1
     err = capsys.readouterr().err
     assert err.startswith(f"racelab: cannot start a {what}: no redis-")

@@ -1,4 +1,4 @@
-"""helpers.measure: medians with spread over repetitions, warm-up calls, tidy sweep rows."""
+"""helpers.instruments.measure: medians with spread over repetitions, warm-up calls, tidy sweep rows."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from helpers import Lab
-from helpers.measure import (Stats, format_rows, loglog_slope, measure, percentile, server_usec_per_call, summarize,
+from helpers.instruments.measure import (Stats, format_rows, loglog_slope, measure, percentile, server_usec_per_call, summarize,
                             sweep)
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.namespace import Namespace, escape_glob
+from helpers.backend.namespace import Namespace, escape_glob
 
 
 def test_prefix_has_notebook_and_run_id():

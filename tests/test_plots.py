@@ -1,4 +1,4 @@
-"""helpers.plots: every timing plot has a title, axis units, a legend, and renders to PNG."""
+"""helpers.instruments.plots: every timing plot has a title, axis units, a legend, and renders to PNG."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from helpers.plots import (LabFigure, color_of, cost_vs_size, latency_cdf, plain_number, retries_vs_contention,
+from helpers.instruments.plots import (LabFigure, color_of, cost_vs_size, latency_cdf, plain_number, retries_vs_contention,
                            throughput_vs_clients)
 
 ROWS = {"naive": [{"clients": 1, "median": 900.0, "p5": 800.0, "p95": 1000.0},

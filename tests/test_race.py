@@ -1,4 +1,4 @@
-"""helpers.race: concurrent clients with a barrier, per-op history, errors re-raised, no stray threads."""
+"""helpers.instruments.race: concurrent clients with a barrier, per-op history, errors re-raised, no stray threads."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 import pytest
 
 from helpers import Lab
-from helpers.race import (ClientContext, ClientProcessError, Op, RunResult, RunTimeout, repeat_runs,
+from helpers.instruments.race import (ClientContext, ClientProcessError, Op, RunResult, RunTimeout, repeat_runs,
                           run_clients, run_processes)
 
 

@@ -12,9 +12,9 @@ import warnings
 import pytest
 
 from helpers import Lab
-from helpers.explore import explore
-from helpers.race import run_clients
-from helpers.schedule import run_schedule
+from helpers.instruments.explore import explore
+from helpers.instruments.race import run_clients
+from helpers.instruments.schedule import run_schedule
 from helpers.ratelimit import (LUA_SCRIPT, LimiterStateError, lua_limit_or_error, TooMuchContention, admitted_over_limit,
                                backoff_delay, docs_pattern_allow, ifeq_cas_allow, incr_expire_multi_allow,
                                incr_first_allow, lost_update_increment, lua_allow, lua_limit, naive_allow,

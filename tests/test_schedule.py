@@ -1,4 +1,4 @@
-"""helpers.schedule: forced interleavings print the same trace on every run and every backend."""
+"""helpers.instruments.schedule: forced interleavings print the same trace on every run and every backend."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import redis
 
 from helpers import Lab
-from helpers.schedule import (ScheduleError, ScheduleRun, Trace, call, clock_expires, cmd, format_value,
+from helpers.instruments.schedule import (ScheduleError, ScheduleRun, Trace, call, clock_expires, cmd, format_value,
                               parse_schedule, run_schedule, schedule_text)
 
 from programs import naive_limiter
@@ -275,7 +275,7 @@ def test_raw_watch_multi_exec_and_unwatch_run_on_a_cluster_with_tagged_keys(clus
 
 
 def test_explore_runs_watch_programs_on_a_cluster(cluster_lab: Lab) -> None:
-    from helpers.explore import explore
+    from helpers.instruments.explore import explore
 
     key = cluster_lab.ns.tagged("tx", "counter")
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.scripts import LUA_DIR, HEADER_FIELDS, load_script, lua_path, script_header
+from helpers.backend.scripts import LUA_DIR, HEADER_FIELDS, load_script, lua_path, script_header
 
 LUA_FILES = sorted(LUA_DIR.glob("*.lua"))
 
@@ -27,7 +27,7 @@ def test_unknown_script_name_lists_the_known_ones():
 
 def test_script_reloads_itself_after_noscript(owned_server, tmp_path, monkeypatch):
     (tmp_path / "echo_arg.lua").write_text("-- echo_arg.lua: test\n-- KEYS none\n-- ARGV[1]\n-- Returns: ARGV[1]\nreturn ARGV[1]\n")
-    monkeypatch.setattr("helpers.scripts.LUA_DIR", tmp_path)
+    monkeypatch.setattr("helpers.backend.scripts.LUA_DIR", tmp_path)
     c = owned_server.client(decode_responses=True)
     script = load_script(c, "echo_arg")
     assert script(args=["hi"]) == "hi"
@@ -36,7 +36,7 @@ def test_script_reloads_itself_after_noscript(owned_server, tmp_path, monkeypatc
 
 
 def test_load_library_returns_the_name_on_a_cluster_too(cluster_lab):
-    from helpers.scripts import delete_library, load_library
+    from helpers.backend.scripts import delete_library, load_library
 
     client = cluster_lab.client()
     try:
@@ -50,7 +50,7 @@ def test_load_library_returns_the_name_on_a_cluster_too(cluster_lab):
 def test_fcall_reloading_survives_another_run_deleting_the_library(lab):
     import redis
 
-    from helpers.scripts import delete_library, fcall_reloading, load_library
+    from helpers.backend.scripts import delete_library, fcall_reloading, load_library
 
     client, other_run, hits = lab.client(), lab.client(), lab.key("hits")
     load_library(client, "demo_library")

@@ -5,7 +5,7 @@ import subprocess
 import pytest
 import redis
 
-from helpers.server import RedisServer, ServerNotFound, find_binary, parse_version
+from helpers.backend.server import RedisServer, ServerNotFound, find_binary, parse_version
 
 
 def test_parse_version():

@@ -1,4 +1,4 @@
-"""helpers.timeline: overlapping lock holds are found exactly, and the history plot renders."""
+"""helpers.instruments.history: overlapping lock holds are found exactly, and the history plot renders."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from helpers.race import Op
-from helpers.timeline import Span, hold_spans, overlaps, plot_timeline, spans_of
+from helpers.instruments.race import Op
+from helpers.instruments.history import Span, hold_spans, overlaps, plot_timeline, spans_of
 
 
 def test_spans_of_different_clients_that_intersect_overlap() -> None:

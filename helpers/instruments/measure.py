@@ -6,7 +6,7 @@
 * ``sweep(values, run, name="clients", warmup=1, repeats=5)``: for each value, calls
   ``run(value)`` (which returns one number, e.g. a run's throughput) ``warmup`` + ``repeats``
   times and returns tidy rows ``{name: value, "median": ..., "p5": ..., "p95": ..., "q1": ...,
-  "q3": ..., "min": ..., "max": ..., "n": ...}`` that ``helpers.plots`` draws.
+  "q3": ..., "min": ..., "max": ..., "n": ...}`` that ``helpers.instruments.plots`` draws.
 * ``loglog_slope(sizes, seconds)``: how a cost grows with size (about 1 for O(N), about 0 for O(1)).
 * ``server_usec_per_call(client, command, run)``: microseconds Redis itself spent per call of
   ``command`` while ``run()`` ran, from ``INFO commandstats`` (a real server only).

@@ -3,7 +3,7 @@
 A server started here is *owned* by the suite: it has no persistence, listens only on
 127.0.0.1, lives in a temporary directory, and is stopped when its context ends, when
 ``stop()`` is called, or when the interpreter exits. Only on such a server may the suite run
-destructive commands (see ``helpers.guard``).
+destructive commands (see ``helpers.backend.guard``).
 
 The command line (``python -m helpers``, see helpers/__main__.py) wraps this module.
 """
@@ -24,7 +24,7 @@ from pathlib import Path
 import redis
 
 MIN_VERSION = (8, 4, 0)
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_BIN = PROJECT_ROOT / ".redis" / "bin"
 
 _LIVE: list["RedisServer"] = []
@@ -272,10 +272,3 @@ def is_owned_url(url: str) -> bool:
     return any(s.is_running() and s.url.rsplit("/", 1)[0] == url.rsplit("/", 1)[0].rstrip("/")
                for s in _LIVE)
 
-
-if __name__ == "__main__":  # kept so `python -m helpers.server run -- CMD` still works
-    import sys
-
-    from helpers.__main__ import main
-
-    sys.exit(main(sys.argv[1:]))

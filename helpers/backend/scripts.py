@@ -8,13 +8,14 @@ so a notebook can show the contract straight from the file.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from redis.commands.core import Script
 
-LUA_DIR = Path(__file__).resolve().parent.parent / "lua"
+LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
 HEADER_FIELDS = ("KEYS", "ARGV", "Returns")
 
 
@@ -45,9 +46,37 @@ def script_header(name: str) -> str:
     return "\n".join(lines).strip()
 
 
+_NAME_OF_SHA: dict[str, str] = {}
+
+
 def load_script(client: Any, name: str) -> Script:
     """Return a callable Script for lua/<name>.lua bound to client (EVALSHA, reloads on NOSCRIPT)."""
-    return client.register_script(lua_source(name))
+    script = client.register_script(lua_source(name))
+    _NAME_OF_SHA[script.sha] = name
+    return script
+
+
+@functools.cache
+def lua(name: str) -> Script:
+    """Return lua/<name>.lua as a Script bound to no client: call it as script(keys, args, client=c).
+
+    This is how an application keeps a script: made once, called with whatever client serves
+    the request. redis-py sends EVALSHA and, on NOSCRIPT, loads the source and sends it again.
+    """
+    script = Script(None, lua_source(name).encode())
+    _NAME_OF_SHA[script.sha] = name
+    return script
+
+
+def preload(client: Any) -> None:
+    """SCRIPT LOAD every script made with lua() so far, so that the next EVALSHA finds it."""
+    for name in list(_NAME_OF_SHA.values()):
+        client.script_load(lua_source(name))
+
+
+def script_name(sha: str) -> str | None:
+    """Return the lua/ name of a script loaded with load_script, by its SHA1, or None."""
+    return _NAME_OF_SHA.get(sha)
 
 
 def library_name(name: str) -> str:

@@ -3,7 +3,7 @@
 The suite may be pointed at somebody's real Redis (REDIS_URL). On such a server it may touch
 only keys under its own prefix, so commands that wipe or reconfigure the whole server raise
 ``UnsafeCommandError`` before anything is sent. On a server the suite started itself
-(``helpers.server``) or on the embedded backend, they are allowed.
+(``helpers.backend.server``) or on the embedded backend, they are allowed.
 
 The check sits in ``execute_command`` of the client *and* of its pipelines, the two places
 through which redis-py sends every command.

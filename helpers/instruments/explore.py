@@ -1,13 +1,14 @@
-"""Every interleaving: run all schedules of a few client programs and check an invariant after each.
+"""Every interleaving: run all schedules of a few actors and check an invariant after each.
 
-``explore(lab, programs, invariant, setup=..., watch=...)`` enumerates every order in which the
-clients' steps can run (one step = one Redis command, or one ``call`` such as a Lua script or an
-EXEC, see ``helpers.schedule``). Programs may branch (a rejected request stops after its GET), so
+``explore(lab, actors, invariant, setup=..., watch=...)`` enumerates every order in which the
+actors' round trips can run (one step = one round trip: a command, a pipeline or MULTI/EXEC
+block, a script call; see ``helpers.instruments.schedule``). The actors are the same functions
+that threads run and benchmarks time. They may branch (a rejected request stops after its GET), so
 step counts are discovered while running: each replay follows a known prefix, then always picks
 the first unfinished client, and records which other clients could have run at each position.
 The next replay backtracks to the deepest position with an untried choice (stateless model
 checking, as in CHESS). Every replay starts from reset keys (``watch``/``reset``, then ``setup``)
-on the same connections, whose WATCH/MULTI state is cleared in between, so there is exactly one
+on the same gated clients (an actor stopped mid-way has its connections closed), so there is exactly one
 replay per complete schedule. Replays do not read the watched keys after each step (that is what
 makes 1,680 schedules take seconds); ``Exploration.trace("ABAB")`` replays one schedule with
 ``run_schedule`` to print it.
@@ -24,16 +25,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from helpers.schedule import (Connections, Program, ScheduleRun, Trace, format_value, run_schedule,
-                              schedule_text)
+from helpers.instruments.schedule import (Actor, Connections, ScheduleRun, Trace, format_value, run_schedule,
+                                          schedule_text)
 
 DEFAULT_MAX_SCHEDULES = 20_000
-DEFAULT_MAX_STEPS = 10_000  # per replay: a program that never finishes must not hang the explorer
+DEFAULT_MAX_STEPS = 10_000  # per replay: an actor that never finishes must not hang the explorer
 Invariant = Callable[[Any, dict[str, Any]], bool]
 
 
 class TooManySchedules(RuntimeError):
-    """The programs have more interleavings than max_schedules allows."""
+    """The actors have more interleavings than max_schedules allows."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,7 @@ class Exploration:
     outcomes: list[Outcome]
     traces: dict[str, Trace] = field(default_factory=dict)
     clients: list[str] = field(default_factory=list)
+    actors: dict[str, Actor] = field(default_factory=dict, repr=False)
     replay: Callable[[str], Trace] | None = field(default=None, repr=False)
 
     def trace(self, schedule: str) -> Trace:
@@ -116,7 +118,7 @@ class Exploration:
 
     def plot(self, title: str = "Every interleaving", ax: Any = None) -> Any:
         """Return a Figure: one column per schedule, one colour per client, broken ones marked."""
-        from helpers.plots import schedule_grid  # matplotlib is imported only when plotting
+        from helpers.instruments.plots import schedule_grid  # matplotlib is imported only when plotting
 
         return schedule_grid(self, title=title, ax=ax)
 
@@ -131,40 +133,40 @@ def _next_guide(choices: list[tuple[list[str], str]]) -> list[str] | None:
     return None
 
 
-def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any, dict[str, Any]], bool],
+def explore(lab: Any, actors: Mapping[str, Actor], invariant: Callable[[Any, dict[str, Any]], bool],
             setup: Callable[[Any], Any] | None = None, watch: Sequence[str] = (),
             reset: Sequence[str] | None = None, max_schedules: int = DEFAULT_MAX_SCHEDULES,
             keep_traces: bool = True, max_steps: int = DEFAULT_MAX_STEPS) -> Exploration:
-    """Run every interleaving of programs' steps; return which schedules break invariant.
+    """Run every interleaving of the actors' round trips; return which schedules break invariant.
 
-    Replays reuse one connection per client (state reset between replays) and do not read the
+    Replays reuse one gated client per actor (state reset between replays) and do not read the
     watched keys after each step; ``Exploration.trace(schedule)`` (and ``first_bad()``) replays
-    one schedule with ``run_schedule`` to print it, which gives the same trace because programs
+    one schedule with ``run_schedule`` to print it, which gives the same trace because actors
     must be deterministic. keep_traces=False drops that ability (no reference to lab is kept).
-    A replay longer than max_steps steps (a program that never finishes) raises TooManySchedules.
+    A replay longer than max_steps steps (an actor that never finishes) raises TooManySchedules.
     """
-    if len(programs) < 1:
-        raise ValueError("explore needs at least one client program")
+    if len(actors) < 1:
+        raise ValueError("explore needs at least one actor")
     outcomes: list[Outcome] = []
     guide: list[str] | None = []
     previous: list[tuple[list[str], str]] = []
-    with Connections(lab, programs, [*(reset if reset is not None else ()), *watch]) as connections:
+    with Connections(lab, actors, [*(reset if reset is not None else ()), *watch]) as connections:
         while guide is not None:
             if len(outcomes) >= max_schedules:
-                raise TooManySchedules(f"more than {max_schedules} schedules; shorten the programs "
+                raise TooManySchedules(f"more than {max_schedules} schedules; shorten the actors "
                                        f"or raise max_schedules")
             choices: list[tuple[list[str], str]] = []
-            with ScheduleRun(lab, programs, setup, watch, reset, connections=connections, observe=False) as run:
+            with ScheduleRun(lab, actors, setup, watch, reset, connections=connections, observe=False) as run:
                 while run.unfinished:
                     options = run.unfinished
                     depth = len(choices)
                     if depth >= max_steps:
                         raise TooManySchedules(f"a schedule ran more than {max_steps} steps; does every "
-                                               f"program finish? (or raise max_steps)")
+                                               f"actor finish? (or raise max_steps)")
                     chosen = guide[depth] if depth < len(guide) else options[0]
                     if depth < len(guide) and options != previous[depth][0]:
                         # Same prefix as the previous replay, so the same clients must be runnable.
-                        raise RuntimeError(f"programs are not deterministic: replaying "
+                        raise RuntimeError(f"actors are not deterministic: replaying "
                                            f"{schedule_text(guide[:depth])!r}, runnable clients were "
                                            f"{previous[depth][0]} before and {options} now")
                     choices.append((options, chosen))
@@ -174,15 +176,15 @@ def explore(lab: Any, programs: Mapping[str, Program], invariant: Callable[[Any,
                 order = schedule_text(run.names)
             if not isinstance(ok, bool):
                 raise TypeError(f"invariant must return a bool, got {ok!r}")
-            text = "  ".join(f"{n}={format_value(results[n], run.short)}" for n in programs)
+            text = "  ".join(f"{n}={format_value(results[n], run.short)}" for n in actors)
             outcomes.append(Outcome(order, ok, results, text))
             guide, previous = _next_guide(choices), choices
 
     def replay(schedule: str) -> Trace:
         names = schedule.split() if " " in schedule else list(schedule)  # inverse of schedule_text
-        return run_schedule(lab, programs, names, setup=setup, watch=watch, reset=reset)
+        return run_schedule(lab, actors, names, setup=setup, watch=watch, reset=reset)
 
-    return Exploration(outcomes, {}, list(programs), replay if keep_traces else None)
+    return Exploration(outcomes, {}, list(actors), dict(actors), replay if keep_traces else None)
 
 
 def count_interleavings(*steps: int) -> int:

@@ -18,7 +18,11 @@ from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
+from matplotlib.patches import Patch, Rectangle
+
+from helpers.instruments.history import Op, Span, overlaps
+
+TIME_UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9, "step": 1.0}
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies and in greyscale print.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
@@ -209,4 +213,79 @@ def schedule_grid(exploration: Any, title: str = "Every interleaving", ax: Any =
     handles += [Rectangle((0, 0), 1, 1, color=BAD_COLOR), Rectangle((0, 0), 1, 1, color=OK_COLOR)]
     ax.legend(handles, [f"client {c}" for c in clients] + ["invariant broken", "invariant holds"],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, frameon=False)
+    return fig
+
+
+def _lanes(history: Sequence[Op], spans: Sequence[Span], clients: Sequence[Any] | None) -> list[Any]:
+    if clients is not None:
+        return list(clients)
+    seen: dict[Any, None] = {}
+    for c in [op.client_id for op in history] + [s.client for s in spans]:
+        seen.setdefault(c, None)
+    try:
+        return sorted(seen)
+    except TypeError:
+        return list(seen)
+
+
+def _fits(width: float, text: str, x_range: float) -> bool:
+    """Return True if a label of text fits inside a bar of width (about 120 characters span the axes)."""
+    return width >= x_range * (len(text) + 1) / 120
+
+
+def plot_timeline(history: Sequence[Op], spans: Sequence[Span] = (), title: str = "History",
+                  unit: str = "ms", clients: Sequence[Any] | None = None, label_ops: bool | None = None,
+                  note: str | None = None) -> Figure:
+    """Return a Figure: a lane per client, a bar per op, spans shaded, overlaps highlighted in red.
+
+    Op labels are written inside bars wide enough to hold them (label_ops=False: never). Each
+    overlap is drawn in red on the lanes of both clients involved.
+    """
+    if unit not in TIME_UNITS:
+        raise ValueError(f"unit must be one of {', '.join(TIME_UNITS)}")
+    if not history and not spans:
+        raise ValueError("nothing to plot: the history is empty")
+    lanes = _lanes(history, spans, clients)
+    row = {c: i for i, c in enumerate(lanes)}
+    t0 = 0 if unit == "step" else min([op.start_ns for op in history] + [s.start_ns for s in spans])
+    scale = TIME_UNITS[unit]
+    t_end = max([op.end_ns for op in history] + [s.end_ns for s in spans])
+    x_range = max((t_end - t0) / scale, 1e-9)
+    fig = LabFigure(figsize=(9.0, 1.6 + 0.6 * len(lanes)), layout="constrained")
+    ax = fig.add_subplot()
+    for span in spans:
+        y = row[span.client]
+        ax.broken_barh([((span.start_ns - t0) / scale, (span.end_ns - span.start_ns) / scale)], (y - 0.42, 0.84),
+                       facecolor=color_of(y), alpha=0.18, edgecolor=color_of(y), linestyle="--")
+    found = overlaps(spans)
+    for ov in found:
+        for client in (ov.first.client, ov.second.client):
+            ax.broken_barh([((ov.start_ns - t0) / scale, ov.duration_ns / scale)], (row[client] - 0.42, 0.84),
+                           facecolor=BAD_COLOR, alpha=0.45, edgecolor=BAD_COLOR, hatch="//", linewidth=0)
+    for client in lanes:
+        y = row[client]
+        ops = [op for op in history if op.client_id == client]
+        bars = [((op.start_ns - t0) / scale, max((op.end_ns - op.start_ns) / scale, 1e-9)) for op in ops]
+        edges = [BAD_COLOR if isinstance(op.result, BaseException) else "black" for op in ops]
+        ax.broken_barh(bars, (y - 0.25, 0.5), facecolor=color_of(y), edgecolor=edges, linewidth=0.6)
+        if label_ops is not False:
+            for op, (left, width) in zip(ops, bars):
+                if label_ops or _fits(width, op.label, x_range):
+                    ax.text(left + width / 2, y, op.label, ha="center", va="center", fontsize=8,
+                            color="white", clip_on=True)
+    ax.set_yticks(range(len(lanes)), [f"client {c}" for c in lanes])
+    ax.set_ylim(len(lanes) - 0.4, -0.6)
+    if unit == "step":
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("logical time (steps)" if unit == "step" else f"time since first operation ({unit})")
+    ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
+    ax.grid(True, axis="x", alpha=0.3)
+    handles = [Patch(facecolor="grey", edgecolor="black", label="operation (invoke → complete)")]
+    if spans:
+        handles.append(Patch(facecolor="grey", alpha=0.2, edgecolor="grey", linestyle="--", label=spans[0].label))
+        handles.append(Patch(facecolor=BAD_COLOR, alpha=0.45, hatch="//",
+                             label=f"overlap: mutual exclusion violated ({len(found)})"))
+    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
     return fig

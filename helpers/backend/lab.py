@@ -3,7 +3,7 @@
 Selection order:
 
 1. ``REDIS_URL`` set: that real server (or cluster, detected with INFO). The suite does not
-   own it, so destructive commands are refused (``helpers.guard``) and only keys under this
+   own it, so destructive commands are refused (``helpers.backend.guard``) and only keys under this
    run's prefix are touched.
 2. ``RACELAB_BACKEND=real`` (or ``cluster``): a throwaway redis-server (or 3-node cluster) on
    loopback, started now and stopped by ``lab.close()`` or at exit.
@@ -24,11 +24,12 @@ import redis
 import redis.cluster
 from redis.connection import parse_url
 
-from helpers import embedded
-from helpers.guard import GuardedRedis, GuardedRedisCluster, check_command
-from helpers.namespace import Namespace, new_run_id
-from helpers.scripts import load_script
-from helpers.server import RedisClusterServer, RedisServer, is_owned_url
+from helpers.backend import embedded
+from helpers.backend.guard import GuardedRedis, GuardedRedisCluster, check_command
+from helpers.backend.modes import Mode, Think, connection_class_for
+from helpers.backend.namespace import Namespace, new_run_id
+from helpers.backend.scripts import load_script
+from helpers.backend.server import RedisClusterServer, RedisServer, is_owned_url
 
 # redis-py >= 7.1 warns "Call to experimental method delex/digest ..." and "... experimental
 # usage of input argument/s 'ifeq'" on every call of the Redis 8.4 commands this suite
@@ -128,6 +129,18 @@ def _is_cluster(url: str) -> bool:
             return False
 
 
+def _make_mode(mode: str | Mode, think_s: float) -> Mode:
+    """Return a Mode for Lab.client's mode argument."""
+    if isinstance(mode, Mode):
+        return mode
+    if mode == "straight":
+        return Mode()
+    if mode == "think":
+        return Think(think_s)
+    raise ValueError(f"unknown client mode {mode!r}: use 'straight', 'think' or a Mode "
+                     f"(gated clients are made by run_schedule and explore)")
+
+
 @dataclass
 class Lab:
     """The backend in use: hands out clients of one server, and this run's key namespace."""
@@ -141,16 +154,35 @@ class Lab:
     version: str = ""
     caps: Capabilities = field(default_factory=Capabilities)
 
-    def client(self, decode_responses: bool = True, **kwargs: Any) -> Any:
-        """Return a new independent client (its own connection) of the backend's server."""
+    def client(self, mode: str | Mode = "straight", think_s: float = 0.0, decode_responses: bool = True,
+               node: tuple[str, int] | None = None, **kwargs: Any) -> Any:
+        """Return a new independent client (its own connections) of the backend's server.
+
+        ``mode`` decides the timing of its round trips (``helpers.backend.modes``): "straight"
+        (as they are), "think" (wait think_s seconds before each), or a Mode object. On a
+        cluster, ``node=(host, port)`` gives a plain client of that one node instead of a client
+        that routes by key (what forced schedules need for WATCH and MULTI on one connection).
+        """
+        mode = _make_mode(mode, think_s)
         if self.kind == "embedded":
-            c = embedded.new_client(self._server, decode_responses=decode_responses, **kwargs)
-        elif self.caps.cluster or self.kind == "cluster":
+            base = embedded.connection_class()
+            c = embedded.new_client(self._server, decode_responses=decode_responses,
+                                    connection_class=connection_class_for(base, mode), **kwargs)
+        elif (self.caps.cluster or self.kind == "cluster") and node is None:
             c = GuardedRedisCluster.from_url(self.url, decode_responses=decode_responses,
-                                             racelab_owned=self.owns_server, **kwargs)
+                                             racelab_owned=self.owns_server,
+                                             connection_class=connection_class_for(redis.Connection, mode),
+                                             **kwargs)
+            c.racelab_mode = mode
         else:
-            c = GuardedRedis(**parse_url(self.url), decode_responses=decode_responses,
-                             racelab_owned=self.owns_server, **kwargs)
+            single = kwargs.pop("single_connection_client", False)
+            where = {} if node is None else {"host": node[0], "port": node[1]}
+            pool = redis.ConnectionPool(**{**parse_url(self.url), **where}, decode_responses=decode_responses,
+                                        connection_class=connection_class_for(redis.Connection, mode),
+                                        **kwargs)
+            c = GuardedRedis(connection_pool=pool, single_connection_client=single,
+                             racelab_owned=self.owns_server)
+            c.auto_close_connection_pool = True  # close() disconnects the pool made here
         self._clients.append(c)
         return c
 
@@ -208,7 +240,7 @@ def connect(notebook: str = "adhoc", backend: str | None = None, url: str | None
     """Return a Lab for the selected backend (see module docstring for the order).
 
     ``owned`` says whether the server at ``url`` may take destructive commands; by default
-    only a server this process started (helpers.server) counts as owned.
+    only a server this process started (helpers.backend.server) counts as owned.
     """
     ns = Namespace(notebook, run_id or new_run_id())
     url = url if url is not None else (os.environ.get("REDIS_URL") if backend is None else None)

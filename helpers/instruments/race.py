@@ -1,29 +1,30 @@
-"""Concurrent runs: N clients x M iterations of a client function, each client on its own connection.
+"""Concurrent runs: N clients x M calls of one strategy function, each client on its own connection.
 
-``run_clients(lab, client_fn, clients=8, iterations=100, think_time=0.0)`` starts one thread per
-client. Each thread gets its own connection (``lab.client()``), waits on a barrier so that all
-clients start together, then calls ``client_fn(ctx)`` ``iterations`` times. ``ctx`` is a
-:class:`ClientContext`: ``.client``, ``.client_id``, ``.iteration``, ``.think()``, ``.op(label)``,
-``.record(...)``, ``.retry()`` and ``.local`` (a dict private to that client).
+``run_clients(lab, fn, clients=8, iterations=100, mode="think", think_s=0.001)`` starts one thread
+per client. Each thread gets its own client (``lab.client(mode, think_s)``), waits on a barrier so
+that all clients start together, then calls ``fn(client)`` ``iterations`` times: the same function
+a forced schedule interleaves and a benchmark times, e.g. ``partial(naive_allow, key=k, limit=100)``.
 
-Why ``think()``: on the embedded backend every command runs under Python's GIL, and a thread
-often keeps the GIL from its GET to its INCR, so the race shows only in some runs. A call to
-``time.sleep(0)`` between read and write hands the GIL to another client at exactly the point
-where a real network round trip would let another client in. ``think_time=0`` still yields.
+The client's mode decides the timing (``helpers.backend.modes``): "straight" sends commands as they
+are (for measurements); "think" waits ``think_s`` before every round trip, standing in for the
+network, which is the window in which other clients' commands arrive. Every call is recorded as
+an ``Op`` in the run's history (start, end, result, status), and each client's round trips,
+commands and retries are counted by its connection.
 
 Thread hygiene: every thread is joined before ``run_clients`` returns. An exception in any
 client stops the others and is re-raised in the caller; if the run does not finish within
 ``timeout`` seconds, the clients' connections are closed (which unblocks a thread waiting on
 the server), the threads are joined, and :class:`RunTimeout` is raised.
 
-``run_processes`` runs the same kind of experiment with one *process* per client (true
-parallelism, no GIL), for real servers only. It forks, so ``client_fn`` may be defined in a
-notebook cell; outcome values must be picklable.
+``run_processes`` runs the same experiment with one *process* per client (true parallelism, no
+GIL), for real servers only. It forks, so ``fn`` may be defined in a notebook cell; results must
+be picklable.
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import pickle
 import queue as queue_module
 import threading
 import time
@@ -34,10 +35,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import redis
+
+from helpers.backend.modes import ClientStats, Mode, Think, client_stats
+from helpers.instruments.history import FAIL, INFO, OK, Op
+
 _monotonic_ns = time.monotonic_ns
 _sleep = time.sleep
 
-ClientFn = Callable[["ClientContext"], Any]
+Strategy = Callable[[Any], Any]  # fn(client) -> result
 
 
 class RunTimeout(TimeoutError):
@@ -46,79 +52,6 @@ class RunTimeout(TimeoutError):
 
 class ClientProcessError(RuntimeError):
     """A client process raised; the message carries the child's traceback."""
-
-
-@dataclass(frozen=True)
-class Op:
-    """One recorded operation: who, what, when (monotonic ns, invocation to completion), result."""
-
-    client_id: int | str
-    label: str
-    start_ns: int
-    end_ns: int
-    result: Any = None
-
-    @property
-    def duration_ns(self) -> int:
-        """Return end_ns - start_ns."""
-        return self.end_ns - self.start_ns
-
-
-class _OpRecorder:
-    """Context manager returned by ClientContext.op(); set ``.result`` inside the block."""
-
-    __slots__ = ("_ctx", "label", "result", "start_ns")
-
-    def __init__(self, ctx: "ClientContext", label: str) -> None:
-        self._ctx = ctx
-        self.label = label
-        self.result: Any = None
-        self.start_ns = 0
-
-    def __enter__(self) -> "_OpRecorder":
-        self.start_ns = _monotonic_ns()
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        end = _monotonic_ns()
-        result = self.result if exc is None else f"error: {type(exc).__name__}"
-        self._ctx.history.append(Op(self._ctx.client_id, self.label, self.start_ns, end, result))
-
-
-class ClientContext:
-    """What client_fn sees: its own client, its id, the iteration, and recorders."""
-
-    __slots__ = ("client", "client_id", "iteration", "think_time", "retries", "history", "local", "stop")
-
-    def __init__(self, client: Any, client_id: int, think_time: float, stop: Any = None) -> None:
-        self.client = client
-        self.client_id = client_id
-        self.iteration = 0
-        self.think_time = think_time
-        self.retries = 0
-        self.history: list[Op] = []
-        self.local: dict[str, Any] = {}
-        self.stop = stop  # the run's stop Event: a think() in progress ends when the run is stopped
-
-    def think(self, seconds: float | None = None) -> None:
-        """Sleep think_time (or seconds), cut short if the run is stopped; 0 still yields the GIL."""
-        delay = self.think_time if seconds is None else seconds
-        if delay > 0 and self.stop is not None:
-            self.stop.wait(delay)
-        else:
-            _sleep(delay)
-
-    def op(self, label: str) -> _OpRecorder:
-        """Return a context manager that records one operation (start, end, .result) in the history."""
-        return _OpRecorder(self, label)
-
-    def record(self, label: str, start_ns: int, end_ns: int, result: Any = None) -> None:
-        """Record an operation whose times were taken by the caller (e.g. a lock-holding span)."""
-        self.history.append(Op(self.client_id, label, start_ns, end_ns, result))
-
-    def retry(self, n: int = 1) -> None:
-        """Count n retries (e.g. a WATCH conflict) for this client."""
-        self.retries += n
 
 
 @dataclass
@@ -130,14 +63,31 @@ class RunResult:
     outcomes: list[tuple[int, int, Any]] = field(default_factory=list)
     latencies_ns: list[int] = field(default_factory=list)
     history: list[Op] = field(default_factory=list)
-    retries_by_client: list[int] = field(default_factory=list)
+    stats_by_client: list[ClientStats] = field(default_factory=list)
     elapsed_s: float = 0.0
     mode: str = "threads"
+    client_mode: str = "straight"
+    fn: Strategy | None = field(default=None, repr=False)
+
+    @property
+    def retries_by_client(self) -> list[int]:
+        """Return each client's failed conditional writes (EXEC nil, SET NX/IF* nil)."""
+        return [s.retries for s in self.stats_by_client]
 
     @property
     def retries(self) -> int:
-        """Return the total number of retries reported with ctx.retry()."""
+        """Return the total number of failed conditional writes (see helpers.backend.modes)."""
         return sum(self.retries_by_client)
+
+    @property
+    def round_trips(self) -> int:
+        """Return the round trips all clients made during the calls."""
+        return sum(s.round_trips for s in self.stats_by_client)
+
+    @property
+    def commands(self) -> int:
+        """Return the commands all clients sent during the calls (MULTI and EXEC included)."""
+        return sum(s.commands for s in self.stats_by_client)
 
     @property
     def calls(self) -> int:
@@ -174,8 +124,8 @@ class RunResult:
             ordered = sorted(found.items(), key=lambda kv: str(kv[0]))
         counts = (", ".join(f"{k}={v}" for k, v in ordered) if len(ordered) <= 8
                   else f"{len(ordered)} distinct outcomes")
-        return (f"{self.clients} clients x {self.iterations} iterations ({self.mode}): "
-                f"{self.calls} calls [{counts}], retries={self.retries}")
+        return (f"{self.clients} clients x {self.iterations} iterations ({self.mode}, {self.client_mode}): "
+                f"{self.calls} calls [{counts}], round trips={self.round_trips}, retries={self.retries}")
 
 
 # What closing a connection that another thread is using may raise: an OSError from a real
@@ -206,24 +156,29 @@ def _disconnect(client: Any) -> None:
 class _Worker:
     """One client thread's loop; results are kept in its own lists (no shared locks per op)."""
 
-    def __init__(self, ctx: ClientContext, fn: ClientFn, iterations: int, barrier: threading.Barrier,
-                 stop: threading.Event, errors: list[BaseException], prepare: ClientFn | None,
+    def __init__(self, client_id: int, client: Any, fn: Strategy, iterations: int,
+                 barrier: threading.Barrier, stop: threading.Event, errors: list[BaseException],
                  barrier_timeout: float) -> None:
-        self.ctx, self.fn, self.iterations = ctx, fn, iterations
-        self.barrier, self.stop, self.errors = barrier, stop, errors
-        self.prepare, self.barrier_timeout = prepare, barrier_timeout
+        self.client_id, self.client, self.fn, self.iterations = client_id, client, fn, iterations
+        self.barrier, self.stop, self.errors, self.barrier_timeout = barrier, stop, errors, barrier_timeout
         self.values: list[Any] = []  # iteration i's return value at index i
         self.latencies: list[int] = []
+        self.history: list[Op] = []
+        self.stats = ClientStats()
         self.first_ns = 0
         self.last_ns = 0
 
     def run(self) -> None:
         try:
-            self.ctx.client.ping()  # connect now, so the first timed call does not pay for it
-            if self.prepare is not None:
-                self.prepare(self.ctx)
+            self.client.ping()  # connect now, so the first timed call does not pay for it
+            before = client_stats(self.client)
             self.barrier.wait(self.barrier_timeout)
-            self._loop()
+            try:
+                self.first_ns, self.last_ns = _timed_loop(self.client_id, self.client, self.fn, self.iterations,
+                                                          self.stop.is_set, self.values, self.latencies,
+                                                          self.history)
+            finally:
+                self.stats = client_stats(self.client) - before
         except threading.BrokenBarrierError:
             if not self.stop.is_set():  # broken by a timeout, not by another client's failure
                 self.errors.append(RunTimeout("the clients did not all reach the start barrier"))
@@ -233,31 +188,36 @@ class _Worker:
             self.stop.set()
             self.barrier.abort()
 
-    def _loop(self) -> None:
-        # Each thread appends to its own lists, merged after every thread is joined.
-        self.first_ns, self.last_ns = _timed_loop(self.ctx, self.fn, self.iterations, self.stop.is_set,
-                                                  self.values, self.latencies)
+
+def _status_of(exc: BaseException) -> str:
+    """Return the Jepsen status of a call that raised exc: fail (Redis said no) or info (unknown)."""
+    return FAIL if isinstance(exc, redis.ResponseError) else INFO
 
 
-def _timed_loop(ctx: ClientContext, fn: ClientFn, iterations: int, stopped: Callable[[], bool],
-                values: list[Any], latencies: list[int]) -> tuple[int, int]:
-    """Call fn(ctx) up to iterations times, appending results and ns latencies; return (first_ns, last_ns).
+def _timed_loop(client_id: int, client: Any, fn: Strategy, iterations: int, stopped: Callable[[], bool],
+                values: list[Any], latencies: list[int], history: list[Op]) -> tuple[int, int]:
+    """Call fn(client) up to iterations times, recording results, ns latencies and Ops; return (first_ns, last_ns).
 
-    The hot loop of the harness, shared by threads and processes: only local names, no locks,
-    no per-call objects but the caller's.
+    The hot loop of the harness, shared by threads and processes: only local names, no locks.
+    A call that raises is recorded (status fail or info) and the exception propagates.
     """
-    values_append, latencies_append = values.append, latencies.append
+    values_append, latencies_append, history_append = values.append, latencies.append, history.append
     clock = _monotonic_ns
+    label = getattr(getattr(fn, "func", fn), "__name__", "call")
     first = clock()
-    for i in range(iterations):
+    for _ in range(iterations):
         if stopped():
             break
-        ctx.iteration = i
         t0 = clock()
-        value = fn(ctx)
+        try:
+            value = fn(client)
+        except BaseException as exc:
+            history_append(Op(client_id, label, t0, clock(), f"{type(exc).__name__}: {exc}", _status_of(exc)))
+            raise
         t1 = clock()
         values_append(value)
         latencies_append(t1 - t0)
+        history_append(Op(client_id, label, t0, t1, value, OK))
     return first, clock()
 
 
@@ -278,33 +238,46 @@ def _stop_threads(threads: list[threading.Thread], stop: threading.Event, barrie
     return _join_all(threads, time.monotonic() + grace)
 
 
-def run_clients(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: int = 100,
-                think_time: float = 0.0, timeout: float = 60.0, prepare: ClientFn | None = None,
-                decode_responses: bool = True) -> RunResult:
-    """Return the RunResult of `clients` threads each calling client_fn(ctx) `iterations` times.
+def _client_mode(mode: str, think_s: float, stop: Any) -> Mode:
+    """Return a new Mode for one client of a run ("straight" or "think")."""
+    if mode == "think":
+        return Think(think_s, stop)
+    if mode == "straight":
+        return Mode()
+    raise ValueError(f"unknown client mode {mode!r} for a concurrent run: use 'straight' or 'think'")
 
-    prepare(ctx), if given, runs once per client before the start barrier (e.g. to cache a
-    Script in ctx.local). Re-raises the first exception of any client; raises RunTimeout after
-    `timeout` seconds. No thread outlives the call.
-    """
+
+def _check_run(clients: int, iterations: int, mode: str, think_s: float, timeout: float) -> None:
     if clients < 1 or iterations < 0:
         raise ValueError(f"need clients >= 1 and iterations >= 0, got {clients} and {iterations}")
-    if not think_time >= 0 or not timeout > 0:  # written so that NaN fails too
-        raise ValueError(f"need think_time >= 0 and timeout > 0 seconds, got {think_time} and {timeout}")
+    if not think_s >= 0 or not timeout > 0 or think_s == float("inf"):  # written so that NaN fails too
+        raise ValueError(f"need a finite think_s >= 0 and timeout > 0 seconds, got {think_s} and {timeout}")
+    _client_mode(mode, think_s, None)
+
+
+def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100, mode: str = "straight",
+                think_s: float = 0.0, timeout: float = 60.0, decode_responses: bool = True) -> RunResult:
+    """Return the RunResult of `clients` threads each calling fn(client) `iterations` times.
+
+    Each thread has its own client in the given mode ("straight", or "think": wait think_s before
+    every round trip). Re-raises the first exception of any client; raises RunTimeout after
+    `timeout` seconds. No thread outlives the call.
+    """
+    _check_run(clients, iterations, mode, think_s, timeout)
+    stop = threading.Event()
     redis_clients: list[Any] = []
     try:
         for _ in range(clients):
-            redis_clients.append(lab.client(decode_responses=decode_responses))
+            redis_clients.append(lab.client(mode=_client_mode(mode, think_s, stop),
+                                            decode_responses=decode_responses))
     except BaseException:
         for c in redis_clients:
             _release(lab, c)
         raise
     barrier = threading.Barrier(clients)
-    stop = threading.Event()
     errors: list[BaseException] = []
-    workers = [_Worker(ClientContext(c, i, think_time, stop), client_fn, iterations, barrier, stop, errors,
-                       prepare, timeout) for i, c in enumerate(redis_clients)]
-    threads = [threading.Thread(target=w.run, name=f"racelab-client-{w.ctx.client_id}", daemon=True)
+    workers = [_Worker(i, c, fn, iterations, barrier, stop, errors, timeout) for i, c in enumerate(redis_clients)]
+    threads = [threading.Thread(target=w.run, name=f"racelab-client-{w.client_id}", daemon=True)
                for w in workers]
     try:
         try:
@@ -326,16 +299,16 @@ def run_clients(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: int
     finally:
         for c in redis_clients:
             _release(lab, c)
-    return _collect_threads(workers, clients, iterations)
+    return _collect_threads(workers, clients, iterations, mode, fn)
 
 
-def _collect_threads(workers: list[_Worker], clients: int, iterations: int) -> RunResult:
-    result = RunResult(clients=clients, iterations=iterations, mode="threads")
+def _collect_threads(workers: list[_Worker], clients: int, iterations: int, mode: str, fn: Strategy) -> RunResult:
+    result = RunResult(clients=clients, iterations=iterations, mode="threads", client_mode=mode, fn=fn)
     for w in workers:
-        result.outcomes.extend((w.ctx.client_id, i, v) for i, v in enumerate(w.values))
+        result.outcomes.extend((w.client_id, i, v) for i, v in enumerate(w.values))
         result.latencies_ns.extend(w.latencies)
-        result.history.extend(w.ctx.history)
-        result.retries_by_client.append(w.ctx.retries)
+        result.history.extend(w.history)
+        result.stats_by_client.append(w.stats)
     result.history.sort(key=lambda o: (o.start_ns, o.client_id))
     starts = [w.first_ns for w in workers if w.first_ns]
     ends = [w.last_ns for w in workers if w.last_ns]
@@ -343,7 +316,7 @@ def _collect_threads(workers: list[_Worker], clients: int, iterations: int) -> R
     return result
 
 
-def repeat_runs(lab: Any, client_fn: ClientFn, runs: int = 5,
+def repeat_runs(lab: Any, fn: Strategy, runs: int = 5,
                 reset: Callable[[Any], None] | None = None,
                 metric: Callable[[RunResult, Any], Any] | None = None,
                 runner: Callable[..., RunResult] | None = None, **run_kwargs: Any) -> list[Any]:
@@ -360,7 +333,7 @@ def repeat_runs(lab: Any, client_fn: ClientFn, runs: int = 5,
         for _ in range(runs):
             if reset is not None:
                 reset(observer)
-            result = runner(lab, client_fn, **run_kwargs)
+            result = runner(lab, fn, **run_kwargs)
             values.append(metric(result, observer) if metric is not None else result)
         return values
     finally:
@@ -369,21 +342,25 @@ def repeat_runs(lab: Any, client_fn: ClientFn, runs: int = 5,
 
 # ---------------------------------------------------------------- processes
 
-def _process_main(lab: Any, fn: ClientFn, cid: int, iterations: int, think_time: float,
-                  barrier: Any, stop: Any, queue: Any, prepare: ClientFn | None,
-                  barrier_timeout: float, decode_responses: bool) -> None:
+def _process_main(lab: Any, fn: Strategy, cid: int, iterations: int, mode: str, think_s: float,
+                  barrier: Any, stop: Any, queue: Any, barrier_timeout: float, decode_responses: bool) -> None:
     """Body of one client process: connect, wait for the others, loop, send results back."""
     try:
-        client = lab.client(decode_responses=decode_responses)
+        client = lab.client(mode=_client_mode(mode, think_s, stop), decode_responses=decode_responses)
         client.ping()
-        ctx = ClientContext(client, cid, think_time, stop)
-        if prepare is not None:
-            prepare(ctx)
+        before = client_stats(client)
         barrier.wait(barrier_timeout)
         values: list[Any] = []
         latencies: list[int] = []
-        first, last = _timed_loop(ctx, fn, iterations, stop.is_set, values, latencies)
-        queue.put(("ok", cid, values, latencies, ctx.history, ctx.retries, first, last))
+        history: list[Op] = []
+        first, last = _timed_loop(cid, client, fn, iterations, stop.is_set, values, latencies, history)
+        message = ("ok", cid, values, latencies, history, client_stats(client) - before, first, last)
+        try:
+            pickle.dumps(message)
+        except Exception as exc:  # noqa: BLE001 - reported with what could not be sent
+            raise ClientProcessError(f"client {cid}'s results cannot be sent to the parent: "
+                                     f"{type(exc).__name__}: {exc} (return picklable values)") from exc
+        queue.put(message)
     except threading.BrokenBarrierError:
         queue.put(("aborted", cid, "start barrier broken"))
     except BaseException as exc:  # noqa: BLE001 - sent to the parent, which raises it
@@ -392,10 +369,9 @@ def _process_main(lab: Any, fn: ClientFn, cid: int, iterations: int, think_time:
         queue.put(("error", cid, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
 
 
-def run_processes(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: int = 100,
-                  think_time: float = 0.0, timeout: float = 60.0, prepare: ClientFn | None = None,
-                  decode_responses: bool = True) -> RunResult:
-    """Return the RunResult of `clients` forked processes each calling client_fn(ctx) `iterations` times.
+def run_processes(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100, mode: str = "straight",
+                  think_s: float = 0.0, timeout: float = 60.0, decode_responses: bool = True) -> RunResult:
+    """Return the RunResult of `clients` forked processes each calling fn(client) `iterations` times.
 
     Real servers only (the embedded server lives inside this process). Raises ClientProcessError
     with the child's traceback if a client fails, RunTimeout after `timeout` seconds; every
@@ -404,15 +380,12 @@ def run_processes(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: i
     if lab.kind == "embedded":
         raise ValueError("run_processes needs a real server: the embedded backend lives in this "
                          "process, so other processes cannot reach it. Use run_clients.")
-    if clients < 1 or iterations < 0:
-        raise ValueError(f"need clients >= 1 and iterations >= 0, got {clients} and {iterations}")
-    if not think_time >= 0 or not timeout > 0:  # written so that NaN fails too
-        raise ValueError(f"need think_time >= 0 and timeout > 0 seconds, got {think_time} and {timeout}")
+    _check_run(clients, iterations, mode, think_s, timeout)
     mp = multiprocessing.get_context("fork")
     barrier, stop, queue = mp.Barrier(clients), mp.Event(), mp.Queue()
     procs = [mp.Process(target=_process_main, name=f"racelab-client-{cid}", daemon=True,
-                        args=(lab, client_fn, cid, iterations, think_time, barrier, stop, queue,
-                              prepare, timeout, decode_responses))
+                        args=(lab, fn, cid, iterations, mode, think_s, barrier, stop, queue,
+                              timeout, decode_responses))
              for cid in range(clients)]
     messages: list[tuple[Any, ...]] = []
     try:
@@ -448,17 +421,18 @@ def run_processes(lab: Any, client_fn: ClientFn, clients: int = 8, iterations: i
     failures = [m for m in messages if m[0] == "error"]
     if failures:
         raise ClientProcessError(f"client {failures[0][1]} failed:\n{failures[0][2]}")
-    return _collect_processes(messages, clients, iterations)
+    return _collect_processes(messages, clients, iterations, mode, fn)
 
 
-def _collect_processes(messages: list[tuple[Any, ...]], clients: int, iterations: int) -> RunResult:
-    result = RunResult(clients=clients, iterations=iterations, mode="processes")
+def _collect_processes(messages: list[tuple[Any, ...]], clients: int, iterations: int, mode: str,
+                       fn: Strategy) -> RunResult:
+    result = RunResult(clients=clients, iterations=iterations, mode="processes", client_mode=mode, fn=fn)
     oks = sorted((m for m in messages if m[0] == "ok"), key=lambda m: m[1])
-    for _, cid, values, latencies, history, retries, _first, _last in oks:
+    for _, cid, values, latencies, history, stats, _first, _last in oks:
         result.outcomes.extend((cid, i, v) for i, v in enumerate(values))
         result.latencies_ns.extend(latencies)
         result.history.extend(history)
-        result.retries_by_client.append(retries)
+        result.stats_by_client.append(stats)
     result.history.sort(key=lambda o: (o.start_ns, o.client_id))
     if oks:
         result.elapsed_s = (max(m[7] for m in oks) - min(m[6] for m in oks)) / 1e9

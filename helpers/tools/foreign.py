@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from helpers.namespace import SUITE_PREFIX, escape_glob
+from helpers.backend.namespace import SUITE_PREFIX, escape_glob
 
 FOREIGN_LIBRARY = "someone_elses_lib"
 FOREIGN_LIBRARY_CODE = (

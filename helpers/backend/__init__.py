@@ -1,0 +1,1 @@
+"""The backend plumbing: connect to a server, guard it, name keys, load Lua, run throwaway servers."""

@@ -1,0 +1,218 @@
+"""Client modes: the connection decides the timing, never the strategy's code.
+
+Every client a ``Lab`` hands out has a mode, set through redis-py's ``connection_class``: each of
+its connections is a subclass of the backend's own connection class (``redis.Connection``, or the
+embedded backend's fakeredis connection) whose ``send_packed_command`` first asks the mode, and
+whose ``read_response`` reports every reply back to it. One *round trip* is one
+``send_packed_command``: a single command, or a whole pipeline or MULTI/EXEC block (which redis-py
+sends in one write). WATCH, and each immediate-mode command after it on a pipeline, is one round
+trip each, because redis-py sends each of them on its own and waits for its reply.
+
+* ``Straight()``: commands go as they are. It still counts (round trips, commands, retries).
+* ``Think(seconds)``: waits ``seconds`` before every round trip, standing in for the network
+  between a client and Redis: the window in which other clients' commands arrive. Threaded
+  demos use it to make races show.
+* Gated: each round trip blocks until a scheduler grants it (``helpers.instruments.schedule``).
+
+What is counted, for every mode (``client_stats(client)``):
+
+* ``round_trips``: writes to the socket (see above);
+* ``commands``: commands sent, MULTI and EXEC included;
+* ``retries``: conditional writes that did not apply: an EXEC that answered nil (a WATCHed key
+  changed) and a SET with NX, XX or IFEQ/IFNE/IFDEQ/IFDNE that answered nil. A strategy that
+  tries again after one of those pays one more attempt; so does a lock acquisition that found
+  the lock taken.
+
+Commands sent while a connection is being set up (HELLO, CLIENT SETINFO, SELECT) are neither
+counted nor delayed: they are not the strategy's.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+Command = tuple[Any, ...]
+_CONDITIONAL_SET = {"NX", "XX", "IFEQ", "IFNE", "IFDEQ", "IFDNE"}
+
+
+def command_name(args: Command) -> str:
+    """Return the upper-case name of a command given as its arguments ('' for none)."""
+    if not args:
+        return ""
+    name = args[0]
+    if isinstance(name, (bytes, bytearray, memoryview)):
+        name = bytes(name).decode("latin-1")
+    return str(name).upper()
+
+
+def _text(arg: Any) -> str:
+    if isinstance(arg, (bytes, bytearray, memoryview)):
+        return bytes(arg).decode("latin-1")
+    return str(arg)
+
+
+def is_failed_conditional_write(args: Command, reply: Any) -> bool:
+    """Return True if args is an EXEC or a conditional SET and reply says it did not apply."""
+    if reply is not None:
+        return False
+    name = command_name(args)
+    if name == "EXEC":
+        return True
+    return name == "SET" and any(_text(a).upper() in _CONDITIONAL_SET for a in args[3:])
+
+
+@dataclass
+class ClientStats:
+    """What one client has sent so far: round trips, commands, failed conditional writes."""
+
+    round_trips: int = 0
+    commands: int = 0
+    retries: int = 0
+
+    def __sub__(self, other: "ClientStats") -> "ClientStats":
+        return ClientStats(self.round_trips - other.round_trips, self.commands - other.commands,
+                           self.retries - other.retries)
+
+    def copy(self) -> "ClientStats":
+        """Return a snapshot of these counts."""
+        return ClientStats(self.round_trips, self.commands, self.retries)
+
+
+class Mode:
+    """Straight: commands go as they are; round trips, commands and retries are counted."""
+
+    name = "straight"
+
+    def __init__(self) -> None:
+        self.stats = ClientStats()
+        self._lock = threading.Lock()  # a cluster client's node connections may share a mode
+
+    def before_round_trip(self, commands: list[Command]) -> None:
+        """Called before commands go out in one write; counts them (subclasses also wait)."""
+        with self._lock:
+            self.stats.round_trips += 1
+            self.stats.commands += len(commands)
+
+    def on_reply(self, command: Command, reply: Any) -> None:
+        """Called with each reply (or the ResponseError it carried) and the command it answers."""
+        if is_failed_conditional_write(command, reply):
+            with self._lock:
+                self.stats.retries += 1
+
+    def describe(self) -> str:
+        """Return a short description for printing."""
+        return self.name
+
+
+Straight = Mode
+
+
+class Think(Mode):
+    """Wait ``seconds`` before every round trip (the network gap other clients fall into)."""
+
+    name = "think"
+
+    def __init__(self, seconds: float, stop: threading.Event | None = None) -> None:
+        if not seconds >= 0 or seconds == float("inf"):  # written so that NaN fails too
+            raise ValueError(f"think time must be a finite number of seconds >= 0, got {seconds!r}")
+        super().__init__()
+        self.seconds = seconds
+        self.stop = stop  # a run's stop event: a wait in progress ends when the run is stopped
+
+    def before_round_trip(self, commands: list[Command]) -> None:
+        """Count, then wait (sleep(0) still hands the GIL to another thread)."""
+        super().before_round_trip(commands)
+        if self.seconds > 0 and self.stop is not None:
+            self.stop.wait(self.seconds)
+        else:
+            time.sleep(self.seconds)
+
+    def describe(self) -> str:
+        """Return e.g. 'think 1.0 ms per round trip'."""
+        return f"think {self.seconds * 1000:g} ms per round trip"
+
+
+class ModeConnection:
+    """Mixin put before a redis-py connection class: reports every round trip and reply to the mode."""
+
+    racelab_mode: Mode  # set on the subclass made by connection_class_for
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._outgoing: list[Command] = []
+        self._awaiting: deque[Command] = deque()
+        self._setting_up = 0
+
+    def _setup(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        self._setting_up += 1
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self._setting_up -= 1
+
+    def connect(self, *args: Any, **kwargs: Any) -> Any:
+        return self._setup(super().connect, *args, **kwargs)
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+        return self._setup(super().connect_check_health, *args, **kwargs)
+
+    def disconnect(self, *args: Any, **kwargs: Any) -> Any:
+        self._awaiting.clear()
+        return super().disconnect(*args, **kwargs)
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        if not self._setting_up:
+            self._outgoing.append(args)
+        super().send_command(*args, **kwargs)
+
+    def pack_commands(self, commands: Any) -> Any:
+        commands = list(commands)
+        if not self._setting_up:
+            self._outgoing.extend(tuple(c) for c in commands)
+        return super().pack_commands(commands)
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        outgoing, self._outgoing = self._outgoing, []
+        if not self._setting_up and outgoing:
+            self.racelab_mode.before_round_trip(outgoing)
+            self._awaiting.extend(outgoing)
+        super().send_packed_command(command, check_health)
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        if self._setting_up:
+            return super().read_response(*args, **kwargs)
+        try:
+            reply = super().read_response(*args, **kwargs)
+        except redis.ResponseError as exc:
+            self._answered(exc)
+            raise
+        self._answered(reply)
+        return reply
+
+    def _answered(self, reply: Any) -> None:
+        command = self._awaiting.popleft() if self._awaiting else ()
+        self.racelab_mode.on_reply(command, reply)
+
+
+def connection_class_for(base: type, mode: Mode) -> type:
+    """Return a subclass of the connection class base whose connections report to mode."""
+    return type(f"{mode.name.title()}{base.__name__}", (ModeConnection, base), {"racelab_mode": mode})
+
+
+def mode_of(client: Any) -> Mode:
+    """Return the Mode of a client made by Lab.client (plain, embedded or cluster)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return pool.connection_class.racelab_mode
+    return client.racelab_mode  # a cluster client keeps it (see Lab.client)
+
+
+def client_stats(client: Any) -> ClientStats:
+    """Return a snapshot of a Lab client's round trips, commands and retries so far."""
+    return mode_of(client).stats.copy()

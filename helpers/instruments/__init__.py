@@ -1,0 +1,1 @@
+"""Instruments of the race lab: forced schedules, the explorer, threaded runs, histories, measurements, plots."""

@@ -1,0 +1,550 @@
+"""Forced interleavings: run clients' round trips in an exact order, e.g. ``"ABAB"``.
+
+An *actor* is an ordinary function of a redis-py client, written as an application writes it::
+
+    def naive_allow(client, key, limit):
+        count = int(client.get(key) or 0)
+        if count >= limit:
+            return False
+        client.incr(key)
+        return True
+
+    limiter = partial(naive_allow, key=k, limit=5)
+    trace = run_schedule(lab, {"A": limiter, "B": limiter}, "ABAB",
+                         setup=lambda c: c.set(k, 4), watch=[k])
+    print(trace)          # step, client, round trip sent, reply, state after
+    trace.results         # {"A": True, "B": True}
+
+Each actor runs in its own thread with its own *gated* client (``helpers.backend.modes``): every
+round trip it makes waits until the schedule names it. A letter in the schedule lets that actor
+send one round trip, read the reply and run on until it is about to send the next one (or ends).
+One round trip is what the server receives in one piece: a single command, or a whole pipeline or
+MULTI/EXEC block. WATCH, and each immediate command after it on a pipeline, is a round trip of its
+own. Nothing of another actor can run inside one round trip, which is why a Lua script, a
+MULTI/EXEC block or one native command closes a race.
+
+An actor's result is what its function returned, or the ``redis.RedisError`` it raised (a Redis
+error ends that actor). Any other exception is a bug in the actor and is raised by ``step``.
+An actor that has not finished when the run closes is stopped at its next round trip (its
+result is "(unfinished)"), as if its process had died there; its connections are closed, which
+also ends any WATCH or MULTI it had open.
+
+Before every run the keys in ``reset`` (default: ``watch``) are deleted and ``setup(client)`` is
+called, so a run never sees a previous run's data. List every key the actors touch there.
+
+Lease expiry is modelled as an event, never as a wall-clock sleep. ``lease_expires(key)`` is a
+``Clock`` actor with a single step: if the key has a TTL, it ends that TTL now (``PEXPIREAT key
+1``, a moment in the past: Redis removes the key at once); a key without a TTL never expires, so
+the step changes nothing, as time would not. Placing the clock's letter in the schedule says
+*when* the lease runs out relative to the clients' round trips, which is all a race depends on.
+What the model does not show: on a real server expiry done this way is reported as a ``del``
+keyspace event (not ``expired``), and a real client may also pause for any length of time.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from helpers.backend.modes import Command, Mode, command_name
+from helpers.backend.scripts import preload, script_name
+from helpers.instruments.race import Op
+
+Actor = Callable[[Any], Any]
+MISSING = "nil"
+UNFINISHED = "(unfinished)"
+STEP_TIMEOUT_S = 30.0  # an actor that does not reach its next round trip by then is stuck
+
+
+class ScheduleError(ValueError):
+    """A schedule names an unknown or finished client, leaves clients unfinished, or an actor is stuck."""
+
+
+class Aborted(BaseException):
+    """Raised inside an actor at its next round trip when its run closes before it finished.
+
+    A BaseException, so that an actor's own ``except Exception`` cannot swallow it.
+    """
+
+
+class Clock:
+    """An actor that is one step however many commands it sends: time passing, not a client."""
+
+    def __init__(self, fn: Actor, label: str) -> None:
+        self.fn, self.label = fn, label
+
+    def __call__(self, client: Any) -> Any:
+        return self.fn(client)
+
+
+def lease_expires(key: str, label: str | None = None) -> Clock:
+    """Return a Clock actor that ends key's TTL now (see the module docstring for the model)."""
+    def expire_now(client: Any) -> str:
+        ttl = client.pttl(key)
+        if ttl == -2:
+            return "key missing: nothing expires"
+        if ttl == -1:
+            return "no TTL: nothing expires"
+        client.execute_command("PEXPIREAT", key, 1)
+        return "TTL ran out: key expired"
+
+    return Clock(expire_now, label or f"(clock) TTL of {{key}} runs out")
+
+
+def _word(text: str) -> str:
+    """Return text for a command line: quoted if empty or unprintable (a newline must not break the table).
+
+    Spaces are left as they are: labels such as "(clock)", "lease on", key read naturally.
+    """
+    return text if text and text.isprintable() else repr(text)
+
+
+def _one_line(text: str) -> str:
+    """Return text with unprintable characters (newlines, escapes) shown as Python escapes."""
+    return text if text.isprintable() else repr(text)[1:-1]
+
+
+def format_value(value: Any, short: Callable[[Any], str]) -> str:
+    """Return a stable one-line text for a reply or result (keys shortened, errors by class)."""
+    if value is None:
+        return MISSING
+    if isinstance(value, BaseException):
+        return _one_line(f"{type(value).__name__}: {value}")
+    if isinstance(value, bytes):
+        try:
+            return repr(short(value.decode()).encode())
+        except UnicodeDecodeError:  # binary: shown as bytes, never decoded
+            return repr(value)
+    if isinstance(value, str):
+        return repr(short(value))
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{format_value(k, short)}: {format_value(v, short)}"
+                               for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        inner = ", ".join(format_value(v, short) for v in value)
+        return f"[{inner}]" if isinstance(value, list) else f"({inner})"
+    return repr(value)
+
+
+def short_text(lab: Any, x: Any) -> str:
+    """Return x as text for a trace: keys without the run prefix, undecodable bytes as b'...'."""
+    if isinstance(x, bytes):
+        try:
+            x = x.decode()
+        except UnicodeDecodeError:
+            prefix = lab.ns.prefix.encode()
+            return repr(x[len(prefix):] if x.startswith(prefix) else x)
+    return lab.ns.short(x) if isinstance(x, str) else _text(x)
+
+
+def _text(x: Any) -> str:
+    return x.decode(errors="replace") if isinstance(x, bytes) else str(x)
+
+
+def read_state(client: Any, keys: Iterable[str], short: Callable[[Any], str]) -> str:
+    """Return 'key=value, ...' for keys (any type; nil if missing; '(ttl)' if it has one)."""
+    parts = []
+    for key in keys:
+        kind = _text(client.type(key))
+        if kind == "none":
+            value = MISSING
+        elif kind == "string":
+            value = _text(client.get(key))
+        elif kind == "hash":
+            items = sorted((_text(f), _text(v)) for f, v in client.hgetall(key).items())
+            value = "{" + ", ".join(f"{f}: {v}" for f, v in items) + "}"
+        elif kind == "set":
+            value = "{" + ", ".join(sorted(_text(m) for m in client.smembers(key))) + "}"
+        elif kind == "list":
+            value = "[" + ", ".join(_text(m) for m in client.lrange(key, 0, -1)) + "]"
+        elif kind == "zset":
+            value = "[" + ", ".join(f"{_text(m)}:{s:g}" for m, s in client.zrange(key, 0, -1, withscores=True)) + "]"
+        else:
+            value = f"<{kind}>"
+        ttl = " (ttl)" if kind != "none" and client.pttl(key) >= 0 else ""
+        parts.append(f"{_one_line(short(key))}={_one_line(value)}{ttl}")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class TraceRow:
+    """One executed step: number, client, command, reply, and the watched keys afterwards."""
+
+    step: int
+    client: str
+    command: str
+    reply: str
+    state: str
+
+
+@dataclass
+class Trace:
+    """What a forced schedule did, step by step; prints as a table identical on every backend."""
+
+    schedule: str
+    rows: list[TraceRow]
+    results: dict[str, Any]
+    initial_state: str = ""
+    result_text: dict[str, str] = field(default_factory=dict)
+    actors: dict[str, Actor] = field(default_factory=dict, repr=False)
+
+    def table(self) -> str:
+        """Return the trace as a fixed-width text table with the results below it."""
+        head = TraceRow(0, "client", "command", "reply", "state after")
+        rows = [TraceRow(0, "", "(setup)", "", self.initial_state)] + self.rows
+        width_c = max(len(r.client) for r in [head, *rows])
+        width_m = max(len(r.command) for r in [head, *rows])
+        width_r = max(len(r.reply) for r in [head, *rows])
+        lines = [f"{'step':>4}  {head.client:<{width_c}}  {head.command:<{width_m}}  "
+                 f"{head.reply:<{width_r}}  {head.state}".rstrip()]
+        lines.append("-" * len(lines[0]))
+        for r in rows:
+            num = str(r.step) if r.command != "(setup)" else ""
+            lines.append(f"{num:>4}  {r.client:<{width_c}}  {r.command:<{width_m}}  "
+                         f"{r.reply:<{width_r}}  {r.state}".rstrip())
+        results = "  ".join(f"{name} -> {text}" for name, text in self.result_text.items())
+        lines.append(f"results: {results}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.table())
+
+    @property
+    def final_state(self) -> str:
+        """Return the watched keys' state after the last step."""
+        return self.rows[-1].state if self.rows else self.initial_state
+
+    def history(self) -> list[Op]:
+        """Return the steps as Ops in logical time (step n runs from n-1 to n), for timelines."""
+        return [Op(row.client, row.command, row.step - 1, row.step, row.reply) for row in self.rows]
+
+
+def parse_schedule(schedule: str | Sequence[str]) -> list[str]:
+    """Return a schedule as a list of client names ('ABAB' or 'A B A B' or ['A', 'B', ...])."""
+    if isinstance(schedule, str):
+        return [c for c in schedule if not c.isspace()]
+    return [str(c) for c in schedule]
+
+
+def schedule_text(names: Sequence[str]) -> str:
+    """Return names joined as 'ABAB' when every name is one character, else 'A B A B'."""
+    return ("" if all(len(n) == 1 for n in names) else " ").join(names)
+
+
+class Gate(Mode):
+    """The gated mode of one actor's client: each round trip waits for the schedule to name it."""
+
+    name = "gated"
+
+    def __init__(self, actor: str) -> None:
+        super().__init__()
+        self.actor = actor
+        self.run: ScheduleRun | None = None  # None: commands pass (connecting, resetting)
+
+    def before_round_trip(self, commands: list[Command]) -> None:
+        """Count, then park until the run grants this actor a step (or raise Aborted)."""
+        super().before_round_trip(commands)
+        if self.run is not None:
+            self.run._park(self.actor, commands)
+
+    def on_reply(self, command: Command, reply: Any) -> None:
+        """Count, and keep the reply for the trace row of the step in progress."""
+        super().on_reply(command, reply)
+        if self.run is not None:
+            self.run._reply(self.actor, reply)
+
+
+class _ActorState:
+    """One actor's thread and where it stands."""
+
+    def __init__(self, name: str, fn: Actor, client: Any, gate: Gate | None) -> None:
+        self.name, self.fn, self.client, self.gate = name, fn, client, gate
+        self.thread: threading.Thread | None = None
+        self.parked = False
+        self.done = False
+        self.pending: list[Command] = []
+        self.replies: list[Any] = []
+        self.step_replies: list[Any] = []
+        self.result: Any = UNFINISHED
+        self.crash: BaseException | None = None
+        self.aborted = False
+
+
+def _node_of(lab: Any, keys: Sequence[str]) -> tuple[str, int] | None:
+    """Return (host, port) of the cluster node holding every key, or None (not a cluster, or spread out)."""
+    if not keys or not (lab.caps.cluster or lab.kind == "cluster"):
+        return None
+    router = lab.client()
+    try:
+        nodes = {(n.host, n.port) for n in (router.get_node_from_key(k) for k in keys)}
+    finally:
+        lab.release(router)
+    if len(nodes) != 1:
+        raise ScheduleError("on a cluster, a schedule's keys must share one hash tag ({...}), so that "
+                            "every actor talks to the one node that holds them")
+    return nodes.pop()
+
+
+class Connections:
+    """Gated clients reused across replays (explore): an observer plus one client per actor."""
+
+    def __init__(self, lab: Any, actors: Mapping[str, Actor], keys: Sequence[str] = ()) -> None:
+        self.lab = lab
+        self.observer = lab.client()
+        self.clients: dict[str, tuple[Any, Gate | None]] = {}
+        try:
+            preload(self.observer)  # so that no actor's EVALSHA meets NOSCRIPT mid-schedule
+            node = _node_of(lab, list(keys))
+            for name, fn in actors.items():
+                if isinstance(fn, Clock):
+                    self.clients[name] = (self.observer, None)
+                    continue
+                gate = Gate(name)
+                client = lab.client(mode=gate, node=node)
+                client.ping()  # connect now, ungated: the handshake is not the actor's round trip
+                self.clients[name] = (client, gate)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        """Release every client."""
+        for client, gate in self.clients.values():
+            if gate is not None:
+                self.lab.release(client)
+        self.lab.release(self.observer)
+        self.clients.clear()
+
+    def __enter__(self) -> "Connections":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def describe_round_trip(commands: Sequence[Command], short: Callable[[Any], str]) -> str:
+    """Return the commands of one round trip as text: 'GET k', or 'MULTI, INCR k, EXEC'."""
+    return ", ".join(_command_text(c, short) for c in commands)
+
+
+def _command_text(args: Command, short: Callable[[Any], str]) -> str:
+    words = [str(a) if isinstance(a, (int, float)) else short(a) for a in args]
+    if command_name(args) == "EVALSHA" and len(words) > 1:
+        name = script_name(words[1])
+        words[1] = f"sha1({name}.lua)" if name else words[1][:8] + "..."
+    elif command_name(args) == "EVAL" and len(words) > 1 and ("\n" in words[1] or len(words[1]) > 40):
+        words[1] = f"<script of {len(words[1])} characters>"
+    return " ".join(_word(w) for w in words)
+
+
+def reply_of_round_trip(commands: Sequence[Command], replies: Sequence[Any]) -> Any:
+    """Return what a round trip answered: the reply; EXEC's for a MULTI block; else the list."""
+    if len(replies) == 1:
+        return replies[0]
+    if commands and command_name(commands[0]) == "MULTI" and command_name(commands[-1]) == "EXEC" and replies:
+        return replies[-1]
+    return list(replies)
+
+
+class ScheduleRun:
+    """One run: reset keys, start every actor, then round trips granted one at a time by the caller.
+
+    Each run makes its own gated clients, unless ``connections`` (a ``Connections``) is given; with
+    ``observe=False`` the watched keys are not read after each step (faster; rows show no state).
+    """
+
+    def __init__(self, lab: Any, actors: Mapping[str, Actor], setup: Callable[[Any], Any] | None = None,
+                 watch: Sequence[str] = (), reset: Sequence[str] | None = None,
+                 connections: Connections | None = None, observe: bool = True) -> None:
+        if not actors:
+            raise ValueError("actors must name at least one client")
+        not_callable = [n for n, fn in actors.items() if not callable(fn)]
+        if not_callable:
+            raise TypeError(f"actor {not_callable[0]!r} is not a function of a client")
+        to_reset = list(reset) if reset is not None else list(watch)
+        foreign = [k for k in to_reset if not lab.ns.owns(k)]
+        if foreign:  # the keys are deleted before every run: never somebody else's
+            raise ValueError(f"reset/watch keys are deleted before each run, so they must lie under this "
+                             f"run's prefix {lab.ns.prefix!r}; {foreign[0]!r} does not (use lab.key)")
+        self.lab, self.watch, self.observe = lab, list(watch), observe
+        self.short = lambda x: short_text(lab, x)
+        self._own = connections is None
+        self._connections = connections or Connections(lab, actors, [*to_reset, *self.watch])
+        self.observer = self._connections.observer
+        self._cond = threading.Condition()
+        self._closing = False
+        self.rows: list[TraceRow] = []
+        self.names: list[str] = []
+        self.actors: dict[str, _ActorState] = {}
+        try:
+            if to_reset:
+                self.observer.delete(*to_reset)
+            if setup is not None:
+                setup(self.observer)
+            self.initial_state = self._state()
+            for name, fn in actors.items():
+                client, gate = self._connections.clients[name]
+                self.actors[name] = _ActorState(name, fn, client, gate)
+            for state in self.actors.values():
+                if state.gate is not None:
+                    self._start(state)
+        except BaseException:
+            self.close()
+            raise
+
+    # --- the actors' side (their own threads) ---------------------------------------------------
+
+    def _start(self, state: _ActorState) -> None:
+        state.gate.run = self
+        state.thread = threading.Thread(target=self._body, args=(state,), daemon=True,
+                                        name=f"racelab-actor-{state.name}")
+        state.thread.start()
+        self._wait_until_parked(state)
+
+    def _body(self, state: _ActorState) -> None:
+        try:
+            result: Any = state.fn(state.client)
+        except Aborted:
+            result = UNFINISHED
+            state.aborted = True
+        except redis.RedisError as exc:  # a Redis error ends the actor: it is its result
+            result = exc
+        except BaseException as exc:  # noqa: BLE001 - a bug in the actor: raised by step()
+            result, state.crash = exc, exc
+        with self._cond:
+            state.result = result
+            state.step_replies, state.replies = state.replies, []
+            state.done = True
+            self._cond.notify_all()
+
+    def _park(self, name: str, commands: list[Command]) -> None:
+        state = self.actors[name]
+        with self._cond:
+            state.step_replies, state.replies = state.replies, []
+            state.pending = commands
+            state.parked = True
+            self._cond.notify_all()
+            while state.parked and not self._closing:
+                self._cond.wait()
+            if self._closing:
+                state.parked = False
+                raise Aborted(f"the schedule ended before {name} sent {commands}")
+
+    def _reply(self, name: str, reply: Any) -> None:
+        self.actors[name].replies.append(reply)
+
+    # --- the scheduler's side -------------------------------------------------------------------
+
+    def _wait_until_parked(self, state: _ActorState) -> None:
+        with self._cond:
+            ok = self._cond.wait_for(lambda: state.parked or state.done, STEP_TIMEOUT_S)
+        if not ok:
+            raise ScheduleError(f"actor {state.name} did not reach its next round trip within "
+                                f"{STEP_TIMEOUT_S:g} s (is it waiting for something else?)")
+        if state.crash is not None:
+            raise state.crash
+
+    def _state(self) -> str:
+        return read_state(self.observer, self.watch, self.short) if self.observe else ""
+
+    @property
+    def unfinished(self) -> list[str]:
+        """Return the actors that still have a step to run, in the order they were given."""
+        return [n for n, s in self.actors.items() if not s.done]
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """Return {actor: result} for the actors that have finished."""
+        return {n: s.result for n, s in self.actors.items() if s.done}
+
+    def waiting_on(self) -> dict[str, str]:
+        """Return {actor: the round trip it will send next} for every unfinished actor."""
+        return {n: (s.fn.label.format(key="") if isinstance(s.fn, Clock)
+                    else describe_round_trip(s.pending, self.short))
+                for n, s in self.actors.items() if not s.done}
+
+    def step(self, name: str) -> TraceRow:
+        """Let actor name send its next round trip and run up to the one after; return the trace row."""
+        if name not in self.actors:
+            raise ScheduleError(f"schedule names {name!r}, which is not a client ({', '.join(self.actors)})")
+        state = self.actors[name]
+        if state.done:
+            raise ScheduleError(f"schedule asks {name!r} for step {len(self.rows) + 1}, but {name!r} "
+                                f"has already finished (result {format_value(state.result, self.short)})")
+        if state.gate is None:  # a Clock: its whole function is this one step
+            command, reply = self._tick(state)
+        else:
+            command = describe_round_trip(state.pending, self.short)
+            pending = state.pending
+            with self._cond:
+                state.parked = False
+                self._cond.notify_all()
+            self._wait_until_parked(state)
+            reply = reply_of_round_trip(pending, state.step_replies)
+        row = TraceRow(len(self.rows) + 1, name, command, format_value(reply, self.short), self._state())
+        self.rows.append(row)
+        self.names.append(name)
+        return row
+
+    def _tick(self, state: _ActorState) -> tuple[str, Any]:
+        clock: Clock = state.fn  # type: ignore[assignment]
+        keys = ", ".join(self.short(k) for k in self.watch) or "the lease"
+        state.result = clock(self.observer)
+        state.done = True
+        return clock.label.format(key=keys), state.result
+
+    def trace(self) -> Trace:
+        """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
+        text = {n: format_value(s.result, self.short) if s.done else UNFINISHED for n, s in self.actors.items()}
+        return Trace(schedule_text(self.names), list(self.rows), self.results, self.initial_state, text,
+                     {n: s.fn for n, s in self.actors.items()})
+
+    def close(self) -> None:
+        """Stop unfinished actors at their next round trip, join their threads, release or keep clients."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        for state in self.actors.values():
+            if state.thread is not None:
+                state.thread.join(STEP_TIMEOUT_S)
+            if state.gate is not None:
+                state.gate.run = None
+                if state.aborted or not state.done:  # closing its connections ends any WATCH/MULTI
+                    state.client.connection_pool.disconnect()
+        self.actors.clear()
+        if self._own:
+            self._connections.close()
+
+    def __enter__(self) -> "ScheduleRun":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def run_schedule(lab: Any, actors: Mapping[str, Actor], schedule: str | Sequence[str],
+                 setup: Callable[[Any], Any] | None = None, watch: Sequence[str] = (),
+                 reset: Sequence[str] | None = None, finish: bool = False) -> Trace:
+    """Run the actors' round trips in the exact order schedule gives; return the Trace.
+
+    With finish=True, actors still unfinished when the schedule ends run on, in order, to their
+    end; otherwise that is a ScheduleError.
+    """
+    order = parse_schedule(schedule)
+    with ScheduleRun(lab, actors, setup, watch, reset) as run:
+        for name in order:
+            run.step(name)
+        if finish:
+            while run.unfinished:
+                run.step(run.unfinished[0])
+        elif run.unfinished:
+            raise ScheduleError(f"schedule {schedule_text(order)!r} ends with unfinished clients: "
+                                f"{', '.join(run.unfinished)} (add their steps, or pass finish=True)")
+        return run.trace()
