@@ -1,13 +1,14 @@
-"""Small tools for the Lua notebooks: throwaway servers, stable reply text, background scripts.
+"""Small tools for the Lua notebooks (04-06): throwaway servers, stable reply text, one background call.
 
 ``scratch_server(...)`` starts a throwaway redis-server for one demo (SCRIPT FLUSH, busy scripts,
 maxmemory): never the user's server, never the embedded backend. ``reply_text(call)`` turns a
-reply *or* an error into one stable line, so a notebook prints the same text on every server.
-``run_in_background`` runs one blocking call (a long script) in a thread; ``longest_wait_during``
-measures how long another client waits while that call runs. ``restarted`` restarts a throwaway
-server on its saved data, ``set_memory_headroom`` sets its maxmemory just above current use, and
-``run_increments`` times one way of incrementing a counter (native, IFEQ, WATCH, script,
-Function) under concurrent clients, for the decision table.
+reply *or* an error into one stable line, so a notebook prints the same text on every server,
+and ``text_table`` lays such lines out. ``run_in_background`` runs one blocking call (a long
+script) in a thread; ``longest_wait_during`` measures how long another client waits while that
+call runs. ``restarted`` restarts a throwaway server on its saved data, and
+``set_memory_headroom`` sets its maxmemory just above current use.
+
+This is not a load harness: concurrent clients run through ``helpers.run_clients``.
 """
 
 from __future__ import annotations
@@ -102,25 +103,6 @@ def reply_text(call: Callable[[], Any]) -> str:
     return outcome_text(outcome_of(call))
 
 
-RESERVATION_ACTIONS = {
-    "RESERVED": "business: confirm the booking",
-    "ALREADY_BOOKED": "business: an earlier attempt succeeded; confirm that one",
-    "SOLD_OUT": "business: tell the customer; retrying gives the same answer",
-    "NOT_ON_SALE": "business: tell the customer; retrying gives the same answer",
-}
-
-
-def reservation_action(outcome: Any) -> str:
-    """Return what the caller of reserve_seats should do with one outcome (a reply or the error raised)."""
-    if isinstance(outcome, (redis.ConnectionError, redis.TimeoutError)):
-        return "outcome unknown: retry with the SAME booking id"
-    if isinstance(outcome, redis.ResponseError):
-        return "technical fault: log and alert, never retry blindly"
-    if isinstance(outcome, (list, tuple)) and len(outcome) == 2 and outcome[0] in RESERVATION_ACTIONS:
-        return RESERVATION_ACTIONS[outcome[0]]
-    return f"unexpected outcome {outcome!r}: treat as a fault"
-
-
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Return rows as a plain-text table with left-aligned columns under the headers."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
@@ -199,90 +181,3 @@ def longest_wait_during(call: Callable[[], Any], probe: Any, key: str) -> tuple[
     if isinstance(result, BaseException):
         raise result
     return background.seconds, longest
-
-
-class TooManyRetries(RuntimeError):
-    """An optimistic increment lost the race more times than allowed."""
-
-
-def increment_with_watch(client: Any, key: str, max_retries: int = 10_000) -> int:
-    """Add 1 to key with WATCH/GET/MULTI/SET/EXEC, retrying on conflict; return the retries needed."""
-    retries = 0
-    with client.pipeline(transaction=True) as pipe:
-        while retries <= max_retries:
-            try:
-                pipe.watch(key)
-                value = int(pipe.get(key) or 0)
-                pipe.multi()
-                pipe.set(key, value + 1)
-                pipe.execute()
-                return retries
-            except redis.WatchError:
-                retries += 1
-    raise TooManyRetries(f"WATCH increment of {key} conflicted more than {max_retries} times")
-
-
-def increment_with_ifeq(client: Any, key: str, max_retries: int = 10_000) -> int:
-    """Add 1 to an existing key with GET then SET ... IFEQ (Redis 8.4), retrying on conflict; return the retries."""
-    retries = 0
-    while retries <= max_retries:
-        old = client.get(key)
-        if old is None:
-            raise KeyError(f"{key} must exist before a compare-and-set increment")
-        if client.execute_command("SET", key, int(old) + 1, "IFEQ", old):
-            return retries
-        retries += 1
-    raise TooManyRetries(f"IFEQ increment of {key} conflicted more than {max_retries} times")
-
-
-@dataclass(frozen=True)
-class LoadResult:
-    """One strategy under concurrent load: time, operations, retries and the final counter."""
-
-    strategy: str
-    seconds: float
-    operations: int
-    retries: int
-    final: int
-
-    @property
-    def micros_per_op(self) -> float:
-        """Return wall-clock microseconds per operation (all threads together)."""
-        return self.seconds * 1e6 / self.operations
-
-    @property
-    def lost_updates(self) -> int:
-        """Return how many increments the counter is missing."""
-        return self.operations - self.final
-
-
-def run_increments(lab: Any, strategy: str, increment: Callable[[Any, str], int], key: str,
-                   threads: int = 4, per_thread: int = 100) -> LoadResult:
-    """Run increment(client, key) per_thread times in each of threads threads (own clients); return the figures."""
-    clients = [lab.client() for _ in range(threads)]
-    retries = [0] * threads
-    errors: list[BaseException] = []
-    start = threading.Barrier(threads + 1)
-
-    def worker(i: int) -> None:
-        start.wait()
-        try:
-            for _ in range(per_thread):
-                retries[i] += increment(clients[i], key)
-        except (redis.RedisError, KeyError, ValueError, TooManyRetries) as exc:
-            errors.append(exc)
-
-    workers = [threading.Thread(target=worker, args=(i,), name=f"racelab-{strategy}-{i}") for i in range(threads)]
-    for w in workers:
-        w.start()
-    start.wait()
-    began = time.perf_counter()
-    for w in workers:
-        w.join()
-    seconds = time.perf_counter() - began
-    final = int(clients[0].get(key) or 0)
-    for c in clients:
-        lab.release(c)
-    if errors:
-        raise errors[0]
-    return LoadResult(strategy, seconds, threads * per_thread, sum(retries), final)

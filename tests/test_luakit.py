@@ -1,17 +1,22 @@
-"""helpers/luakit.py: stable error text, tables, background calls, throwaway servers."""
+"""helpers/luakit.py (stable error text, tables, background calls, throwaway servers) and the
+counter strategies of notebook 05 (races/counters.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
+from functools import partial
+from typing import Any
 
 import pytest
 import redis
 
-from helpers.luakit import (error_text, increment_with_ifeq, increment_with_watch, longest_wait_during,
-                            outcome_of, outcome_text, reservation_action, restarted,
-                            reply_text, run_in_background, run_increments,
-                            scratch_server, server_available, text_table)
+from helpers import client_stats, run_clients, run_schedule
+from helpers.backend.modes import Command, Mode, command_name
+from helpers.luakit import (error_text, longest_wait_during, outcome_of, outcome_text, reply_text,
+                            restarted, run_in_background, scratch_server, server_available, text_table)
+from races import GaveUp
+from races.counters import increment_with_ifeq, increment_with_watch
 
 
 def test_error_text_strips_the_script_location_of_a_real_server() -> None:
@@ -76,55 +81,6 @@ def test_scratch_server_runs_inside_the_block_and_stops_after() -> None:
     assert not server.is_running()
 
 
-@pytest.mark.parametrize("strategy", ["watch", "ifeq"])
-def test_compare_and_set_increments_lose_no_update_under_threads(lab, strategy: str) -> None:
-    if strategy == "ifeq" and not lab.caps.set_ifeq:
-        pytest.skip("this backend has no SET IFEQ")
-    key = lab.key("counter")
-    lab.client().set(key, 0)
-    increment = increment_with_watch if strategy == "watch" else increment_with_ifeq
-    result = run_increments(lab, strategy, increment, key, threads=4, per_thread=50)
-    assert result.operations == 200 and result.final == 200 and result.lost_updates == 0
-    assert result.retries >= 0 and result.micros_per_op > 0
-
-
-def test_a_racy_increment_is_reported_as_lost_updates(lab) -> None:
-
-    def get_then_set(client, key: str) -> int:
-        value = int(client.get(key))
-        time.sleep(0.0005)
-        client.set(key, value + 1)
-        return 0
-
-    key = lab.key("counter")
-    lab.client().set(key, 0)
-    result = run_increments(lab, "get-then-set", get_then_set, key, threads=4, per_thread=20)
-    assert result.lost_updates == 80 - result.final and result.lost_updates > 0
-
-
-def test_ifeq_increment_refuses_a_missing_key(lab) -> None:
-    with pytest.raises(KeyError):
-        increment_with_ifeq(lab.client(), lab.key("missing"))
-
-
-def test_run_increments_reraises_a_worker_error(lab) -> None:
-    key = lab.key("h")
-    lab.client().hset(key, "f", "v")
-    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
-        run_increments(lab, "incr", lambda c, k: c.incr(k) and 0, key, threads=2, per_thread=3)
-
-
-def test_reservation_action_separates_business_outcomes_faults_and_lost_replies() -> None:
-    assert reservation_action(["SOLD_OUT", 0]).startswith("business: tell the customer")
-    assert reservation_action(["RESERVED", 3]) == "business: confirm the booking"
-    assert reservation_action(["ALREADY_BOOKED", 2]).startswith("business: an earlier attempt")
-    assert "SAME booking id" in reservation_action(redis.TimeoutError("timed out"))
-    assert "SAME booking id" in reservation_action(redis.ConnectionError("reset"))
-    assert reservation_action(redis.ResponseError("WRONGTYPE x")).startswith("technical fault")
-    assert reservation_action(["MAYBE", 1]).startswith("unexpected outcome")
-    assert reservation_action(None).startswith("unexpected outcome")
-
-
 def test_outcome_of_returns_the_value_or_the_redis_error() -> None:
     assert outcome_of(lambda: 5) == 5
     error = redis.ResponseError("ERR x")
@@ -171,32 +127,80 @@ def test_set_memory_headroom_puts_maxmemory_above_current_use() -> None:
         assert 0 < limit - int(c.info("memory")["used_memory"]) <= 1_000_000
 
 
-@pytest.mark.parametrize("strategy", ["watch", "ifeq"])
-def test_optimistic_increments_give_up_after_max_retries(lab, strategy: str, monkeypatch) -> None:
-    from helpers.luakit import TooManyRetries
-    if strategy == "ifeq" and not lab.caps.set_ifeq:
+# ------------------------------------------------ races/counters.py: the optimistic increments
+
+STRATEGIES = {"watch": increment_with_watch, "ifeq": increment_with_ifeq}
+
+
+def _strategy(lab: Any, name: str) -> Any:
+    if name == "ifeq" and not lab.caps.set_ifeq:
         pytest.skip("this backend has no SET IFEQ")
-    key, rival = lab.key("counter"), lab.client()
-    client = lab.client()
-    client.set(key, 0)
-    if strategy == "watch":
-        original_get = type(client.pipeline()).get
+    return STRATEGIES[name]
 
-        def get_then_rival_writes(pipe, name):  # another client changes the key after every read
-            value = original_get(pipe, name)
-            rival.incr(key)
-            return value
-        monkeypatch.setattr(type(client.pipeline()), "get", get_then_rival_writes)
-        with pytest.raises(TooManyRetries):
-            increment_with_watch(client, key, max_retries=3)
-    else:
-        class RacingClient:
-            def get(self, name):
-                value = client.get(name)
-                rival.incr(name)
-                return value
 
-            def execute_command(self, *args):
-                return client.execute_command(*args)
-        with pytest.raises(TooManyRetries):
-            increment_with_ifeq(RacingClient(), key, max_retries=3)
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_an_increment_creates_a_missing_counter_then_adds_one(lab, name: str) -> None:
+    increment, key, client = _strategy(lab, name), lab.key("counter"), lab.client()
+    assert [increment(client, key) for _ in range(3)] == [1, 2, 3]
+    assert client.get(key) == "3" and client_stats(client).retries == 0
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_concurrent_increments_lose_no_update_and_each_returns_its_own_value(lab, name: str) -> None:
+    increment, key = _strategy(lab, name), lab.key("counter")
+    # think mode: a pause before every round trip, so the clients do interleave
+    result = run_clients(lab, partial(increment, key=key), clients=4, iterations=30,
+                         mode="think", think_s=0.0005)
+    assert sorted(v for _, _, v in result.outcomes) == list(range(1, 121))
+    assert lab.client().get(key) == "120"
+
+
+# Forced schedules. WATCH path, one round trip per letter: WATCH, GET, MULTI/SET/EXEC.
+# IFEQ path: GET, SET IFEQ.
+RETRY_SCHEDULES = {"watch": "AABBBAAAA", "ifeq": "ABBAAA"}
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_a_lost_conditional_write_is_retried_and_counted(lab, name: str) -> None:
+    increment, key = _strategy(lab, name), lab.key("counter")
+    actor = partial(increment, key=key)
+    trace = run_schedule(lab, {"A": actor, "B": actor}, RETRY_SCHEDULES[name],
+                         setup=lambda c: c.set(key, 0), watch=[key])
+    assert trace.results == {"A": 2, "B": 1}  # B wrote between A's read and A's write: A read again
+    assert lab.client().get(key) == "2"
+
+
+class RivalWritesFirst(Mode):
+    """Straight, except that another client INCRs key just before each conditional write is sent."""
+
+    def __init__(self, rival: Any, key: str) -> None:
+        super().__init__()
+        self.rival, self.key, self.rival_writes = rival, key, 0
+
+    def before_round_trip(self, commands: list[Command]) -> None:
+        super().before_round_trip(commands)
+        if any(command_name(c) in ("EXEC", "SET") for c in commands):
+            self.rival.incr(self.key)
+            self.rival_writes += 1
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+def test_an_increment_gives_up_after_max_attempts(lab, name: str) -> None:
+    increment, key = _strategy(lab, name), lab.key("counter")
+    lab.client().set(key, 0)
+    mode = RivalWritesFirst(lab.client(), key)
+    client = lab.client(mode=mode)
+    with pytest.raises(GaveUp, match="gave up after 3 attempts") as gave_up:
+        increment(client, key, max_attempts=3)
+    assert gave_up.value.attempts == 3
+    assert client_stats(client).retries == 3 == mode.rival_writes  # every write lost to the rival
+    assert lab.client().get(key) == "3"  # only the rival's writes landed
+
+
+@pytest.mark.parametrize("name", STRATEGIES)
+@pytest.mark.parametrize("max_attempts", [0, -1])
+def test_an_increment_without_attempts_is_a_value_error(lab, name: str, max_attempts: int) -> None:
+    increment, key, client = _strategy(lab, name), lab.key("counter"), lab.client()
+    with pytest.raises(ValueError, match="max_attempts must be at least 1"):
+        increment(client, key, max_attempts=max_attempts)
+    assert client_stats(client).round_trips == 0 and client.exists(key) == 0
