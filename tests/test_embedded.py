@@ -284,10 +284,10 @@ def test_get_then_set_ifeq_loses_no_update_under_threads(lab: Lab) -> None:
     k, threads, per_thread = lab.key("counter"), 4, 150
     lab.client().set(k, 0)
 
-    def increment(ctx: Any) -> bool:
+    def increment(client: Any) -> bool:
         for _attempt in range(10_000):  # bounded: a compare-and-set retry loop, never while True
-            old = ctx.client.get(k)
-            if ctx.client.set(k, int(old) + 1, ifeq=old):
+            old = client.get(k)
+            if client.set(k, int(old) + 1, ifeq=old):
                 return True
         return False
 
