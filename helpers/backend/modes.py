@@ -19,9 +19,9 @@ What is counted, for every mode (``client_stats(client)``):
 * ``round_trips``: writes to the socket (see above);
 * ``commands``: commands sent, MULTI and EXEC included;
 * ``retries``: conditional writes that did not apply: an EXEC that answered nil (a WATCHed key
-  changed) and a SET with NX, XX or IFEQ/IFNE/IFDEQ/IFDNE that answered nil. A strategy that
-  tries again after one of those pays one more attempt; so does a lock acquisition that found
-  the lock taken.
+  changed), a SET with NX, XX or IFEQ/IFNE/IFDEQ/IFDNE that answered nil, and an HSETNX, SETNX
+  or MSETNX that answered 0. A strategy that tries again after one of those pays one more
+  attempt; so does a lock acquisition that found the lock taken.
 
 Commands sent while a connection is being set up (HELLO, CLIENT SETINFO, SELECT) are neither
 counted nor delayed: they are not the strategy's.
@@ -39,6 +39,7 @@ import redis
 
 Command = tuple[Any, ...]
 _CONDITIONAL_SET = {"NX", "XX", "IFEQ", "IFNE", "IFDEQ", "IFDNE"}
+_NX_WRITES = {"HSETNX", "SETNX", "MSETNX"}  # reply 0: nothing written (the field or key existed)
 
 
 def command_name(args: Command) -> str:
@@ -58,10 +59,12 @@ def _text(arg: Any) -> str:
 
 
 def is_failed_conditional_write(args: Command, reply: Any) -> bool:
-    """Return True if args is an EXEC or a conditional SET and reply says it did not apply."""
+    """Return True if args is an EXEC, a conditional SET or an ...NX write and reply says it did not apply."""
+    name = command_name(args)
+    if name in _NX_WRITES:
+        return reply == 0
     if reply is not None:
         return False
-    name = command_name(args)
     if name == "EXEC":
         return True
     return name == "SET" and any(_text(a).upper() in _CONDITIONAL_SET for a in args[3:])
@@ -124,10 +127,13 @@ class Think(Mode):
         super().__init__()
         self.seconds = seconds
         self.stop = stop  # a run's stop event: a wait in progress ends when the run is stopped
+        self.armed = True  # a run connects its clients unarmed, then arms them at the start barrier
 
     def before_round_trip(self, commands: list[Command]) -> None:
-        """Count, then wait (sleep(0) still hands the GIL to another thread)."""
+        """Count, then wait (sleep(0) still hands the GIL to another thread) unless not armed yet."""
         super().before_round_trip(commands)
+        if not self.armed:
+            return
         if self.seconds > 0 and self.stop is not None:
             self.stop.wait(self.seconds)
         else:

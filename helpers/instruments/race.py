@@ -31,13 +31,13 @@ import time
 import traceback
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import redis
 
-from helpers.backend.modes import ClientStats, Mode, Think, client_stats
+from helpers.backend.modes import ClientStats, Mode, Think, client_stats, mode_of
 from helpers.instruments.history import FAIL, INFO, OK, Op
 
 _monotonic_ns = time.monotonic_ns
@@ -171,6 +171,7 @@ class _Worker:
     def run(self) -> None:
         try:
             self.client.ping()  # connect now, so the first timed call does not pay for it
+            _arm(self.client)
             before = client_stats(self.client)
             self.barrier.wait(self.barrier_timeout)
             try:
@@ -239,12 +240,21 @@ def _stop_threads(threads: list[threading.Thread], stop: threading.Event, barrie
 
 
 def _client_mode(mode: str, think_s: float, stop: Any) -> Mode:
-    """Return a new Mode for one client of a run ("straight" or "think")."""
+    """Return a new Mode for one client of a run ("straight" or "think", armed at the start barrier)."""
     if mode == "think":
-        return Think(think_s, stop)
+        think = Think(think_s, stop)
+        think.armed = False  # connecting (the PING before the barrier) is not a round trip to delay
+        return think
     if mode == "straight":
         return Mode()
     raise ValueError(f"unknown client mode {mode!r} for a concurrent run: use 'straight' or 'think'")
+
+
+def _arm(client: Any) -> None:
+    """Let a think-mode client start waiting before its round trips (after it has connected)."""
+    mode = mode_of(client)
+    if isinstance(mode, Think):
+        mode.armed = True
 
 
 def _check_run(clients: int, iterations: int, mode: str, think_s: float, timeout: float) -> None:
@@ -255,14 +265,37 @@ def _check_run(clients: int, iterations: int, mode: str, think_s: float, timeout
     _client_mode(mode, think_s, None)
 
 
+class _Fed:
+    """One client's calls of a workload: its j-th call is fn(client, row[j])."""
+
+    def __init__(self, fn: Callable[..., Any], row: Sequence[Any]) -> None:
+        self.fn, self.func, self._row = fn, getattr(fn, "func", fn), iter(row)  # func: the Ops' label
+
+    def __call__(self, client: Any) -> Any:
+        return self.fn(client, next(self._row))
+
+
+def workload_shape(inputs: Sequence[Sequence[Any]]) -> tuple[int, int]:
+    """Return (clients, iterations) of a workload: one row of inputs per client, all rows as long."""
+    lengths = {len(row) for row in inputs}
+    if not inputs or len(lengths) != 1:
+        raise ValueError("inputs must hold one row per client, every row of the same length")
+    return len(inputs), lengths.pop()
+
+
 def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100, mode: str = "straight",
-                think_s: float = 0.0, timeout: float = 60.0, decode_responses: bool = True) -> RunResult:
+                think_s: float = 0.0, timeout: float = 60.0, decode_responses: bool = True,
+                inputs: Sequence[Sequence[Any]] | None = None) -> RunResult:
     """Return the RunResult of `clients` threads each calling fn(client) `iterations` times.
 
     Each thread has its own client in the given mode ("straight", or "think": wait think_s before
     every round trip). Re-raises the first exception of any client; raises RunTimeout after
-    `timeout` seconds. No thread outlives the call.
+    `timeout` seconds. No thread outlives the call. With a workload ``inputs`` (one row per
+    client), client i's j-th call is fn(client, inputs[i][j]), and clients and iterations are
+    the workload's shape; outcome (i, j, value) answers inputs[i][j].
     """
+    if inputs is not None:
+        clients, iterations = workload_shape(inputs)
     _check_run(clients, iterations, mode, think_s, timeout)
     stop = threading.Event()
     redis_clients: list[Any] = []
@@ -276,7 +309,8 @@ def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100,
         raise
     barrier = threading.Barrier(clients)
     errors: list[BaseException] = []
-    workers = [_Worker(i, c, fn, iterations, barrier, stop, errors, timeout) for i, c in enumerate(redis_clients)]
+    workers = [_Worker(i, c, fn if inputs is None else _Fed(fn, inputs[i]), iterations, barrier, stop, errors,
+                       timeout) for i, c in enumerate(redis_clients)]
     threads = [threading.Thread(target=w.run, name=f"racelab-client-{w.client_id}", daemon=True)
                for w in workers]
     try:
@@ -348,6 +382,7 @@ def _process_main(lab: Any, fn: Strategy, cid: int, iterations: int, mode: str, 
     try:
         client = lab.client(mode=_client_mode(mode, think_s, stop), decode_responses=decode_responses)
         client.ping()
+        _arm(client)
         before = client_stats(client)
         barrier.wait(barrier_timeout)
         values: list[Any] = []

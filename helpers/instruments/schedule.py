@@ -74,25 +74,35 @@ class Aborted(BaseException):
 class Clock:
     """An actor that is one step however many commands it sends: time passing, not a client."""
 
-    def __init__(self, fn: Actor, label: str) -> None:
-        self.fn, self.label = fn, label
+    def __init__(self, fn: Actor, label: str, key: str | None = None) -> None:
+        self.fn, self.label, self.key = fn, label, key
+
+    def describe(self, short: Callable[[Any], str]) -> str:
+        """Return the label for a trace, with {key} replaced by the key without the run prefix."""
+        return self.label.replace("{key}", short(self.key) if self.key is not None else "")
 
     def __call__(self, client: Any) -> Any:
         return self.fn(client)
 
 
-def lease_expires(key: str, label: str | None = None) -> Clock:
-    """Return a Clock actor that ends key's TTL now (see the module docstring for the model)."""
+def lease_expires(key: str, label: str | None = None, value: Any = None) -> Clock:
+    """Return a Clock actor that ends key's TTL now (see the module docstring for the model).
+
+    With value, it is the lease of the holder that wrote value that runs out: the TTL ends only
+    if key still holds value (a lease taken later by another holder has not run out yet).
+    """
     def expire_now(client: Any) -> str:
         ttl = client.pttl(key)
         if ttl == -2:
             return "key missing: nothing expires"
         if ttl == -1:
             return "no TTL: nothing expires"
+        if value is not None and client.get(key) != value:
+            return "another holder's lease: nothing expires"
         client.execute_command("PEXPIREAT", key, 1)
         return "TTL ran out: key expired"
 
-    return Clock(expire_now, label or f"(clock) TTL of {{key}} runs out")
+    return Clock(expire_now, label or "(clock) TTL of {key} runs out", key)
 
 
 def _word(text: str) -> str:
@@ -247,6 +257,7 @@ class Gate(Mode):
         super().__init__()
         self.actor = actor
         self.run: ScheduleRun | None = None  # None: commands pass (connecting, resetting)
+        self.open_state = False  # a WATCH or MULTI left open on the connection
 
     def before_round_trip(self, commands: list[Command]) -> None:
         """Count, then park until the run grants this actor a step (or raise Aborted)."""
@@ -255,8 +266,13 @@ class Gate(Mode):
             self.run._park(self.actor, commands)
 
     def on_reply(self, command: Command, reply: Any) -> None:
-        """Count, and keep the reply for the trace row of the step in progress."""
+        """Count, note an open WATCH or MULTI, and keep the reply for the trace row of the step in progress."""
         super().on_reply(command, reply)
+        name = command_name(command)
+        if name in ("WATCH", "MULTI"):
+            self.open_state = True
+        elif name in ("EXEC", "DISCARD", "UNWATCH"):
+            self.open_state = False
         if self.run is not None:
             self.run._reply(self.actor, reply)
 
@@ -278,7 +294,7 @@ class _ActorState:
 
 
 def _node_of(lab: Any, keys: Sequence[str]) -> tuple[str, int] | None:
-    """Return (host, port) of the cluster node holding every key, or None (not a cluster, or spread out)."""
+    """Return (host, port) of the cluster node holding every key; None if not a cluster or spread out."""
     if not keys or not (lab.caps.cluster or lab.kind == "cluster"):
         return None
     router = lab.client()
@@ -286,10 +302,9 @@ def _node_of(lab: Any, keys: Sequence[str]) -> tuple[str, int] | None:
         nodes = {(n.host, n.port) for n in (router.get_node_from_key(k) for k in keys)}
     finally:
         lab.release(router)
-    if len(nodes) != 1:
-        raise ScheduleError("on a cluster, a schedule's keys must share one hash tag ({...}), so that "
-                            "every actor talks to the one node that holds them")
-    return nodes.pop()
+    # Keys on one node: a plain client of that node, so WATCH and MULTI stay on one connection.
+    # Keys spread over nodes: a client that routes by key (plain commands and scripts only).
+    return nodes.pop() if len(nodes) == 1 else None
 
 
 class Connections:
@@ -413,9 +428,8 @@ class ScheduleRun:
             result: Any = state.fn(state.client)
         except Aborted:
             result = UNFINISHED
-            state.aborted = True
         except redis.RedisError as exc:  # a Redis error ends the actor: it is its result
-            result = exc
+            result = UNFINISHED if state.aborted else exc
         except BaseException as exc:  # noqa: BLE001 - a bug in the actor: raised by step()
             result, state.crash = exc, exc
         with self._cond:
@@ -435,6 +449,10 @@ class ScheduleRun:
                 self._cond.wait()
             if self._closing:
                 state.parked = False
+                if state.aborted:  # cleanup code on the way out (a pipeline's UNWATCH): the
+                    # connection is about to be closed anyway, which redis-py handles quietly
+                    raise redis.ConnectionError(f"the schedule ended: {name} is stopped")
+                state.aborted = True
                 raise Aborted(f"the schedule ended before {name} sent {commands}")
 
     def _reply(self, name: str, reply: Any) -> None:
@@ -462,11 +480,11 @@ class ScheduleRun:
     @property
     def results(self) -> dict[str, Any]:
         """Return {actor: result} for the actors that have finished."""
-        return {n: s.result for n, s in self.actors.items() if s.done}
+        return {n: s.result for n, s in self.actors.items() if s.done and not s.aborted}
 
     def waiting_on(self) -> dict[str, str]:
         """Return {actor: the round trip it will send next} for every unfinished actor."""
-        return {n: (s.fn.label.format(key="") if isinstance(s.fn, Clock)
+        return {n: (s.fn.describe(self.short) if isinstance(s.fn, Clock)
                     else describe_round_trip(s.pending, self.short))
                 for n, s in self.actors.items() if not s.done}
 
@@ -495,14 +513,14 @@ class ScheduleRun:
 
     def _tick(self, state: _ActorState) -> tuple[str, Any]:
         clock: Clock = state.fn  # type: ignore[assignment]
-        keys = ", ".join(self.short(k) for k in self.watch) or "the lease"
         state.result = clock(self.observer)
         state.done = True
-        return clock.label.format(key=keys), state.result
+        return clock.describe(self.short), state.result
 
     def trace(self) -> Trace:
         """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
-        text = {n: format_value(s.result, self.short) if s.done else UNFINISHED for n, s in self.actors.items()}
+        text = {n: format_value(s.result, self.short) if s.done and not s.aborted else UNFINISHED
+                for n, s in self.actors.items()}
         return Trace(schedule_text(self.names), list(self.rows), self.results, self.initial_state, text,
                      {n: s.fn for n, s in self.actors.items()})
 
@@ -516,8 +534,11 @@ class ScheduleRun:
                 state.thread.join(STEP_TIMEOUT_S)
             if state.gate is not None:
                 state.gate.run = None
-                if state.aborted or not state.done:  # closing its connections ends any WATCH/MULTI
+                if state.aborted or not state.done or state.gate.open_state:
+                    # Closing its connections ends any WATCH or MULTI the actor left open, so the next
+                    # replay on the same client starts clean (reconnecting is not a round trip of it).
                     state.client.connection_pool.disconnect()
+                    state.gate.open_state = False
         self.actors.clear()
         if self._own:
             self._connections.close()
