@@ -22,6 +22,7 @@ from helpers.instruments.listing import show
 from helpers.instruments.plots import plot_timeline
 from helpers.instruments.race import repeat_runs, run_clients
 from helpers.instruments.schedule import ScheduleRun, lease_expires, run_schedule
+from helpers.instruments.stepper import Stepper
 
 __all__ = ["Capabilities", "Lab", "ScheduleRun", "UnsafeCommandError", "client_stats", "connect", "explore",
-           "lease_expires", "lua", "plot_timeline", "repeat_runs", "run_clients", "run_schedule", "show"]
+           "lease_expires", "lua", "plot_timeline", "repeat_runs", "run_clients", "run_schedule", "show", "Stepper"]

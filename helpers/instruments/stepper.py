@@ -1,0 +1,430 @@
+"""The schedule stepper: choose the interleaving yourself, one round trip at a time.
+
+A ``Stepper`` holds one forced schedule that is still being written. Its actors are the same
+ordinary functions of a client that ``run_schedule`` and ``explore`` take, on the same gated
+clients (``helpers.instruments.schedule.ScheduleRun``): each actor waits at its next round trip
+until it is named. In plain Python (unit tests, nbval)::
+
+    stepper = Stepper(lab, {"A": limiter, "B": limiter}, setup=one_slot_left, watch=[k],
+                      invariant=at_most_one_admitted)
+    stepper.step("A")             # A sends its next round trip; returns the TraceRow
+    stepper.waiting               # {"A": "INCRBY demo 1", "B": "GET demo"}: what each sends next
+    stepper.invariant_holds       # True or False after this step (None: no invariant given)
+    stepper.trace                 # the Trace so far (prints as the run_schedule table)
+    stepper.explore_from_here()   # every way the schedule can go on, and which break the invariant
+    stepper.reset()               # back to the setup state, every actor before its first round trip
+    stepper.play("ABAB")          # reset, then those steps; returns the stepper
+
+In JupyterLab, a cell whose value is a stepper shows a widget (ipywidgets): one button per
+actor ("A: next round trip", its result once it has finished; a clock actor made by
+``lease_expires`` gets a button too), Reset, and "Show every schedule", above the trace so far,
+what each actor waits to send, and the invariant in words and colour. Where widgets cannot
+render (nbval, HTML and PDF handouts), the same cell's output is the static text of the steps
+played so far (``str(stepper)``, with an HTML table beside it), so ``stepper.play("ABAB")`` as a
+cell's last line gives the text nbval compares.
+
+The invariant, ``invariant(client, results) -> bool``, is the one ``explore`` takes. The stepper
+evaluates it right after setup and after every step, on the keys as they are then, with the
+results of the actors that have finished so far (an unfinished actor has no entry: write
+``results.get("B")``). ``invariant_holds`` is its verdict after the latest step, and
+``broken_at`` the first step after which it failed (0: already after setup). An invariant that
+only makes sense at the end ("the counter is 2") takes ``final_only=True``: it is evaluated once
+every actor has finished, and until then ``invariant_holds`` is None.
+
+``explore_from_here()`` runs ``explore`` on the same actors, setup and keys, keeps the schedules
+that begin with the steps taken so far (actors are deterministic, so these are exactly the ways
+the current run can go on) and judges each by the invariant at its end, as ``explore`` does.
+The explorer resets the same keys, so the stepper then replays its steps to put them back.
+"""
+
+from __future__ import annotations
+
+import html
+import weakref
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from helpers.instruments.explore import DEFAULT_MAX_SCHEDULES, Exploration, explore
+from helpers.instruments.schedule import (Actor, Clock, ScheduleError, ScheduleRun, Trace, TraceRow,
+                                          parse_schedule)
+
+Invariant = Callable[[Any, dict[str, Any]], bool]
+GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
+
+
+class InvariantError(RuntimeError):
+    """The invariant raised instead of returning True or False (the step itself did run)."""
+
+
+def _close_run(holder: list[ScheduleRun]) -> None:
+    """Close the run in holder, if any (also called when a Stepper is garbage-collected)."""
+    while holder:
+        holder.pop().close()
+
+
+def _describe_invariant(invariant: Invariant | None) -> str:
+    """Return the invariant in words: its docstring's first line, else its name, else ''."""
+    if invariant is None:
+        return ""
+    doc = (getattr(invariant, "__doc__", None) or "").strip()
+    if doc and doc != (type(invariant).__doc__ or "").strip():  # not a partial's or a class's doc
+        return doc.splitlines()[0].rstrip(".")
+    name = getattr(invariant, "__name__", "")
+    return name.replace("_", " ") if name and name != "<lambda>" else ""
+
+
+class Stepper:
+    """A forced schedule written one step at a time, by a learner's clicks or by step() calls."""
+
+    def __init__(self, lab: Any, actors: Mapping[str, Actor], setup: Callable[[Any], Any] | None = None,
+                 watch: Sequence[str] = (), reset: Sequence[str] | None = None,
+                 invariant: Invariant | None = None, final_only: bool = False) -> None:
+        if invariant is not None and not callable(invariant):
+            raise TypeError("invariant must be a function (client, results) -> bool")
+        self.lab, self.actors, self.setup = lab, dict(actors), setup
+        self.watch = list(watch)
+        self.reset_keys = list(reset) if reset is not None else None
+        self.invariant, self.final_only = invariant, final_only
+        self.invariant_text = _describe_invariant(invariant)
+        self._holder: list[ScheduleRun] = []
+        self._finalizer = weakref.finalize(self, _close_run, self._holder)
+        self._finalizer.atexit = False  # actor threads are daemons: nothing to do at exit
+        self._verdicts: list[bool | None] = []
+        self._explored: Exploration | None = None
+        self._view: _StepperView | None = None
+        self._start()
+
+    # --- the run -----------------------------------------------------------------------------
+
+    @property
+    def _run(self) -> ScheduleRun:
+        if not self._holder:
+            raise ScheduleError("this stepper is closed")
+        return self._holder[0]
+
+    def _start(self) -> None:
+        """Close the current run, if any, and start a new one from setup (step 0 judged)."""
+        _close_run(self._holder)
+        self._verdicts, self._explored = [], None
+        self._holder.append(ScheduleRun(self.lab, self.actors, self.setup, self.watch, self.reset_keys))
+        self._judge()
+
+    def _judge(self) -> None:
+        """Append the invariant's verdict on the current state (None: none given, or not yet)."""
+        run = self._run
+        if self.invariant is None or (self.final_only and run.unfinished):
+            self._verdicts.append(None)
+            return
+        try:
+            ok = self.invariant(run.observer, dict(run.results))
+        except Exception as exc:
+            self._verdicts.append(None)  # the step ran: keep one verdict per step
+            raise InvariantError(f"the invariant raised {type(exc).__name__}: {exc} after step {len(run.rows)} "
+                                 f"(finished so far: {', '.join(run.results) or 'nobody'}; an invariant "
+                                 f"checked after every step sees only finished actors' results: use "
+                                 f"results.get(name), or Stepper(..., final_only=True))") from exc
+        if not isinstance(ok, bool):
+            self._verdicts.append(None)
+            raise TypeError(f"invariant must return a bool, got {ok!r}")
+        self._verdicts.append(ok)
+
+    def step(self, name: str) -> TraceRow:
+        """Let actor name send its next round trip (and run up to the one after); return its row."""
+        try:
+            row = self._run.step(name)
+            self._explored = None
+            self._judge()
+        finally:
+            self._changed()
+        return row
+
+    def reset(self) -> None:
+        """Start again from setup: keys reset, every actor before its first round trip."""
+        try:
+            self._start()
+        finally:
+            self._changed()
+
+    def play(self, schedule: str | Sequence[str]) -> "Stepper":
+        """Reset, then run schedule's steps ('ABAB' or ['A', 'B', ...]); return the stepper."""
+        self.reset()
+        for name in parse_schedule(schedule):
+            self.step(name)
+        return self
+
+    def close(self) -> None:
+        """Stop the actors (their connections are closed) and the widget; the stepper is unusable after."""
+        _close_run(self._holder)
+        if self._view is not None:
+            self._view.close()
+            self._view = None
+
+    def __enter__(self) -> "Stepper":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # --- what the run shows ------------------------------------------------------------------
+
+    @property
+    def trace(self) -> Trace:
+        """Return the Trace of the steps taken so far."""
+        return self._run.trace()
+
+    @property
+    def steps(self) -> list[str]:
+        """Return the actors named so far, in order (the schedule written so far)."""
+        return list(self._run.names)
+
+    @property
+    def waiting(self) -> dict[str, str]:
+        """Return {actor: the round trip it sends when next named} for every unfinished actor."""
+        return self._run.waiting_on()
+
+    @property
+    def unfinished(self) -> list[str]:
+        """Return the actors that still have a step to run."""
+        return self._run.unfinished
+
+    @property
+    def finished(self) -> bool:
+        """Return True when every actor has finished."""
+        return not self._run.unfinished
+
+    @property
+    def results(self) -> dict[str, Any]:
+        """Return {actor: result} for the actors that have finished."""
+        return self._run.results
+
+    @property
+    def invariant_holds(self) -> bool | None:
+        """Return the invariant's verdict after the latest step (None: none given, or final_only and unfinished)."""
+        return self._verdicts[-1]
+
+    @property
+    def verdicts(self) -> list[bool | None]:
+        """Return the invariant's verdict after setup (index 0) and after each step."""
+        return list(self._verdicts)
+
+    @property
+    def broken_at(self) -> int | None:
+        """Return the first step after which the invariant failed (0: after setup), or None."""
+        return next((i for i, ok in enumerate(self._verdicts) if ok is False), None)
+
+    def invariant_words(self) -> str:
+        """Return the invariant's verdict as a sentence."""
+        what = f"invariant ({self.invariant_text})" if self.invariant_text else "invariant"
+        ok, now = self.invariant_holds, len(self._verdicts) - 1
+        when = f"after step {now}" if now else "after setup"
+        if self.invariant is None:
+            return "no invariant given"
+        if ok is None:
+            return f"{what}: checked once every client has finished"
+        if ok:
+            earlier = f" (it was broken after step {self.broken_at})" if self.broken_at is not None else ""
+            return f"{what}: holds {when}{earlier}"
+        first = f" (first broken after step {self.broken_at})" if self.broken_at != now else ""
+        return f"{what}: BROKEN {when}{first}"
+
+    def _waiting_lines(self) -> list[str]:
+        waiting = self.waiting
+        if not waiting:
+            return ["nobody: every client has finished"]
+        return [f"{name} -> {command}" for name, command in waiting.items()]
+
+    def _split(self, schedule: str) -> list[str]:
+        """Return an explored schedule's text as actor names (inverse of schedule_text)."""
+        return list(schedule) if all(len(n) == 1 for n in self.actors) else schedule.split()
+
+    # --- every continuation ----------------------------------------------------------------------
+
+    def explore_from_here(self, max_schedules: int = DEFAULT_MAX_SCHEDULES) -> Exploration:
+        """Return the Exploration of every complete schedule that begins with the steps taken so far."""
+        if self.invariant is None:
+            raise ValueError("explore_from_here needs an invariant: Stepper(..., invariant=fn(client, results))")
+        prefix, before = self.steps, str(self.trace)
+        _close_run(self._holder)  # the explorer resets the same keys: this run is replayed after
+        try:
+            everything = explore(self.lab, self.actors, self.invariant, setup=self.setup, watch=self.watch,
+                                 reset=self.reset_keys, max_schedules=max_schedules)
+        finally:
+            self._replay(prefix)
+        if str(self.trace) != before:
+            raise RuntimeError("replaying the steps taken gave another trace: the actors are not deterministic")
+        here = [o for o in everything.outcomes if self._split(o.schedule)[:len(prefix)] == prefix]
+        self._explored = Exploration(here, {}, everything.clients, everything.actors, everything.replay)
+        self._changed()
+        return self._explored
+
+    def _replay(self, prefix: Sequence[str]) -> None:
+        self._start()
+        for name in prefix:
+            self._run.step(name)
+            self._judge()
+
+    def _explored_lines(self) -> list[str]:
+        found, n = self._explored, len(self.steps)
+        if found is None:
+            return []
+        here = "".join(self.steps) if all(len(a) == 1 for a in self.actors) else " ".join(self.steps)
+        head = (f"every schedule from here ({here or 'the start'}): {found.bad_count} of {found.total} "
+                f"break the invariant")
+        return [head] + [f"  {'BROKEN' if not o.ok else 'ok':<6}  {self._mark(o.schedule, n)}  {o.result_text}"
+                         for o in found.outcomes]
+
+    def _mark(self, schedule: str, n: int) -> str:
+        """Return schedule with the steps taken so far and the continuation apart: 'AB|AB'."""
+        names = self._split(schedule)
+        sep = "" if all(len(a) == 1 for a in self.actors) else " "
+        return sep.join(names[:n]) + "|" + sep.join(names[n:])
+
+    # --- static text and HTML ------------------------------------------------------------------
+
+    def text(self) -> str:
+        """Return the static picture: the trace so far (with a verdict column), who waits, the invariant."""
+        lines = str(self.trace).splitlines()
+        if self.invariant is not None:  # header, rule, setup row, one row per step, results
+            body = lines[:-1]
+            width = max(len(line) for line in body)
+            marks = ["" if ok is None else "ok" if ok else "BROKEN" for ok in self._verdicts]
+            body[0] = f"{body[0]:<{width}}  invariant"
+            body[1] = "-" * len(body[0])
+            body[2:] = [f"{line:<{width}}  {mark}".rstrip() for line, mark in zip(body[2:], marks)]
+            lines = body + lines[-1:]
+        waiting = self._waiting_lines()
+        lines.append(f"waiting: {waiting[0]}")
+        lines += [f"         {w}" for w in waiting[1:]]
+        lines.append(self.invariant_words())
+        return "\n".join(lines + self._explored_lines())
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(self.text())
+
+    def html(self) -> str:
+        """Return the same picture as an HTML fragment (a table, the waiting list, the verdict in colour)."""
+        trace = self.trace
+        cell = 'style="text-align:left;padding:1px 8px;font-family:monospace"'
+        head = ["step", "client", "command", "reply", "state after"] + (["invariant"] if self.invariant else [])
+        rows = [f"<tr>{''.join(f'<th {cell}>{h}</th>' for h in head)}</tr>"]
+        setup_row = TraceRow(0, "", "(setup)", "", trace.initial_state)
+        for i, row in enumerate([setup_row, *trace.rows]):
+            values = [str(row.step) if i else "", row.client, row.command, row.reply, row.state]
+            tds = "".join(f"<td {cell}>{html.escape(v)}</td>" for v in values)
+            if self.invariant is not None:
+                ok = self._verdicts[i]
+                colour, word = (GREY, "") if ok is None else (GREEN, "ok") if ok else (RED, "BROKEN")
+                tds += f'<td {cell}><span style="color:{colour};font-weight:bold">{word}</span></td>'
+            rows.append(f"<tr>{tds}</tr>")
+        results = "  ".join(f"{n} -> {t}" for n, t in trace.result_text.items())
+        waiting = "<br>".join(html.escape(w) for w in self._waiting_lines())
+        ok = self.invariant_holds
+        colour = GREY if ok is None else GREEN if ok else RED
+        parts = [f"<table>{''.join(rows)}</table>",
+                 f"<div style=\"font-family:monospace\">results: {html.escape(results)}</div>",
+                 f"<div style=\"font-family:monospace\"><b>waiting:</b><br>{waiting}</div>",
+                 f'<div style="color:{colour};font-weight:bold">{html.escape(self.invariant_words())}</div>']
+        explored = self._explored_lines()
+        if explored and self._explored is not None:
+            items = "".join(
+                f'<li style="font-family:monospace;color:{GREEN if o.ok else RED}">'
+                f"{'ok' if o.ok else 'BROKEN'} {html.escape(self._mark(o.schedule, len(self.steps)))} "
+                f"{html.escape(o.result_text)}</li>" for o in self._explored.outcomes)
+            parts.append(f"<div><b>{html.escape(explored[0])}</b><ul>{items}</ul></div>")
+        return "\n".join(parts)
+
+    def _repr_html_(self) -> str:
+        return self.html()
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """Return the widget view (when ipywidgets is installed) with the static text and HTML beside it."""
+        bundle: dict[str, Any] = {"text/plain": self.text(), "text/html": self.html()}
+        try:
+            view = self.widget()
+        except ImportError:  # no ipywidgets: the static picture alone
+            return bundle
+        widget_view = view._repr_mimebundle_() or {}
+        key = "application/vnd.jupyter.widget-view+json"
+        if key in widget_view:
+            bundle[key] = widget_view[key]
+        return bundle
+
+    # --- the widget ----------------------------------------------------------------------------
+
+    def widget(self) -> Any:
+        """Return the ipywidgets box: a button per actor, Reset, Show every schedule, the picture."""
+        if self._view is None:
+            self._view = _StepperView(self)
+        return self._view.box
+
+    def _changed(self) -> None:
+        if self._view is not None:
+            self._view.refresh()
+
+
+class _StepperView:
+    """The widget of one Stepper: buttons that call its methods, and an HTML picture of its state."""
+
+    def __init__(self, stepper: Stepper) -> None:
+        import ipywidgets as w  # imported only when a widget is asked for
+
+        self.stepper = stepper
+        self.buttons = {name: w.Button(layout=w.Layout(width="auto")) for name in stepper.actors}
+        for name, button in self.buttons.items():
+            button.on_click(lambda _button, name=name: self._do(lambda: self.stepper.step(name)))
+        self.reset_button = w.Button(description="Reset", icon="undo", layout=w.Layout(width="auto"))
+        self.reset_button.on_click(lambda _button: self._do(self.stepper.reset))
+        self.explore_button = w.Button(description="Show every schedule", layout=w.Layout(width="auto"),
+                                       tooltip="run every way the schedule can go on from here")
+        self.explore_button.on_click(lambda _button: self._explore())
+        self.picture = w.HTML()
+        self.error = w.HTML()
+        controls = [*self.buttons.values(), self.reset_button, self.explore_button]
+        self.box = w.VBox([w.HBox(controls, layout=w.Layout(flex_flow="row wrap")), self.error, self.picture])
+        self.refresh()
+
+    def _do(self, action: Callable[[], Any]) -> None:
+        """Run a button's action; show what went wrong in red instead of losing it in the log."""
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 - a click has no caller: the widget is where it is shown
+            self.error.value = (f'<div style="color:{RED};font-family:monospace">'
+                                f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>")
+            self.refresh(keep_error=True)
+
+    def _explore(self) -> None:
+        self.explore_button.description, self.explore_button.disabled = "Exploring...", True
+        try:
+            self._do(self.stepper.explore_from_here)
+        finally:
+            self.explore_button.description, self.explore_button.disabled = "Show every schedule", False
+
+    def refresh(self, keep_error: bool = False) -> None:
+        """Redraw the buttons and the picture from the stepper's state."""
+        if not keep_error:
+            self.error.value = ""
+        if not self.stepper._holder:  # closed
+            return
+        run = self.stepper._run
+        waiting, results = run.waiting_on(), run.trace().result_text
+        for name, button in self.buttons.items():
+            if name in waiting:
+                fn = self.stepper.actors[name]
+                label = (waiting[name].removeprefix("(clock) ") if isinstance(fn, Clock)
+                         else "next round trip")
+                button.description, button.tooltip = f"{name}: {label}", f"sends {waiting[name]}"
+                button.disabled, button.button_style = False, ""
+            else:
+                button.description = f"{name} returned {results[name]}"
+                button.tooltip = "finished"
+                button.disabled, button.button_style = True, "info"
+        self.picture.value = self.stepper.html()
+
+    def close(self) -> None:
+        """Close every widget of the view."""
+        for widget in [*self.buttons.values(), self.reset_button, self.explore_button, self.picture,
+                       self.error, *self.box.children, self.box]:
+            widget.close()
