@@ -107,3 +107,22 @@ def hold_spans(history: Iterable[Op], acquired: Callable[[Op], bool], released: 
         if since is not None:  # never released: held until its last op completed
             spans.append(Span(client, since, max(since, ops[-1].end_ns), label + " (never released)"))
     return spans
+
+
+# Redis (and fakeredis) keep expiry times in whole milliseconds, so a lease can end up to 1 ms
+# "early" measured on the client's nanosecond clock; lease_span ends a lease this much earlier.
+EXPIRY_SLACK_NS = 2_000_000
+
+
+def lease_span(client: int | str, asked_ns: int, got_ns: int, letting_go_ns: int, lease_ns: int,
+               slack_ns: int = EXPIRY_SLACK_NS, label: str = "valid lease") -> Span | None:
+    """Return the span in which client certainly held a lease, or None if it may not have held it at all.
+
+    The lease was requested at asked_ns (the request that took it was sent no earlier) and granted
+    by got_ns (its reply came back); it lasts lease_ns on the server, and the holder let go at
+    letting_go_ns. The span runs from got_ns to the earlier of letting_go_ns and asked_ns +
+    lease_ns - slack_ns (the lease surely ran no shorter). With a correct release, two such spans
+    of one lock never overlap; an overlap means two clients held a valid lease at once.
+    """
+    end = min(letting_go_ns, asked_ns + lease_ns - slack_ns)
+    return Span(client, got_ns, end, label) if end > got_ns else None
