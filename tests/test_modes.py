@@ -96,3 +96,11 @@ def test_a_cluster_client_counts_across_its_nodes(cluster_lab: Lab) -> None:
     for i in range(20):
         client.set(cluster_lab.key(f"k{i}"), i)  # keys spread over the three nodes
     assert client_stats(client).round_trips >= 20 and client_stats(client).commands >= 20
+
+
+def test_a_connection_opened_again_after_it_broke_is_a_reconnect(lab: Lab) -> None:
+    client = lab.client()
+    client.ping()
+    client.connection_pool.disconnect()  # as a dropped socket or a server restart would
+    client.ping()  # redis-py opens the same connection again, silently
+    assert client_stats(client).reconnects == 1

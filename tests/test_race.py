@@ -156,14 +156,59 @@ def test_invalid_sizes_and_modes_are_rejected(lab: Lab) -> None:
         run_clients(lab, lambda c: None, iterations=-1)
     with pytest.raises(ValueError, match="unknown client mode"):
         run_clients(lab, lambda c: None, mode="gated")
+    if lab.kind != "embedded":
+        with pytest.raises(ValueError, match="lockstep"):
+            run_processes(lab, lambda c: None, mode="lockstep")
 
 
-def test_think_mode_opens_the_race_window_so_the_naive_limiter_overshoots(lab: Lab) -> None:
+def test_think_mode_delays_every_round_trip_of_every_client(lab: Lab) -> None:
+    # Think mode widens the window but cannot promise a race on a busy machine (lockstep does).
     key = lab.key("window")
-    result = run_clients(lab, partial(naive_limiter, key=key, limit=100), clients=8, iterations=50,
-                         mode="think", think_s=0.002)
-    assert result.count("allowed") > 100
+    result = run_clients(lab, partial(naive_limiter, key=key, limit=100), clients=4, iterations=5,
+                         mode="think", think_s=0.01)
+    assert result.round_trips == 40 and min(result.latencies_ns) >= 2 * 0.01e9
     assert int(lab.client().get(key)) == result.count("allowed")
+
+
+def test_lockstep_mode_makes_the_naive_limiter_overshoot_on_every_run(lab: Lab) -> None:
+    # Rounds, not timing: every client's GET of a round is answered before any INCR of the next.
+    key = lab.key("window")
+    observer = lab.client()
+    for _ in range(5):
+        observer.delete(key)
+        result = run_clients(lab, partial(naive_limiter, key=key, limit=100), clients=8, iterations=50,
+                             mode="lockstep")
+        assert result.count("allowed") > 100 and int(observer.get(key)) == result.count("allowed")
+
+
+def test_lockstep_mode_leaves_a_single_command_limiter_exact(lab: Lab) -> None:
+    key = lab.key("window")
+    result = run_clients(lab, partial(incr_first_limiter, key=key, limit=100), clients=8, iterations=50,
+                         mode="lockstep")
+    assert result.count("allowed") == 100 and result.count("rejected") == 300
+
+
+def test_lockstep_clients_with_different_numbers_of_round_trips_all_finish(lab: Lab) -> None:
+    key = lab.key("n")
+
+    def uneven(client) -> int:
+        for _ in range(1 + client.incr(key) % 3):  # one to three round trips more, varying
+            client.ping()
+        return 0
+    result = run_clients(lab, uneven, clients=5, iterations=20, mode="lockstep", timeout=30)
+    assert result.calls == 100
+
+
+def test_a_failing_lockstep_client_does_not_leave_the_others_waiting(lab: Lab) -> None:
+    calls = iter(range(10**9))
+
+    def fn(client) -> None:
+        client.ping()
+        if next(calls) == 3:
+            raise KeyError("one call failed")
+    with pytest.raises(KeyError, match="one call failed"):
+        run_clients(lab, fn, clients=4, iterations=100, mode="lockstep", timeout=30)
+    assert _client_threads() == []
 
 
 def test_a_single_command_limiter_never_overshoots_under_the_same_load(lab: Lab) -> None:
@@ -293,3 +338,27 @@ def test_timeout_while_clients_are_busy_with_commands_raises_run_timeout_and_joi
             run_clients(lab, lambda c: c.incr(key), clients=8, iterations=10**8, timeout=0.3)
         assert _client_threads() == []
     assert set(threading.enumerate()) <= before
+
+
+def test_a_connection_lost_and_reopened_during_a_run_is_an_error_not_a_count(lab: Lab) -> None:
+    from helpers.instruments.race import ConnectionLost
+
+    key = lab.key("n")
+    dropped = iter(range(10**9))
+
+    def fn(client) -> int:
+        if next(dropped) == 5:
+            client.connection_pool.disconnect()  # as a server restart would: redis-py reconnects
+        return client.incr(key)
+    with pytest.raises(ConnectionLost, match="reconnected"):
+        run_clients(lab, fn, clients=2, iterations=10)
+    assert _client_threads() == []
+
+
+def test_connecting_and_opening_more_connections_is_not_a_reconnection(lab: Lab) -> None:
+    def two_connections(client) -> None:
+        with client.pipeline(transaction=True) as pipe:  # holds one connection...
+            pipe.watch(lab.key("n"))
+            client.ping()  # ...so this command opens a second one
+    result = run_clients(lab, two_connections, clients=3, iterations=2)
+    assert [s.reconnects for s in result.stats_by_client] == [0, 0, 0]

@@ -12,12 +12,18 @@ trip each, because redis-py sends each of them on its own and waits for its repl
 * ``Think(seconds)``: waits ``seconds`` before every round trip, standing in for the network
   between a client and Redis: the window in which other clients' commands arrive. Threaded
   demos use it to make races show.
+* ``Lockstep(rendezvous)``: the clients of one run send their round trips in rounds: a client's
+  k-th round trip waits until every client still running is about to send its own. Every read
+  of a round is answered before any write of the next one is sent, so a read-then-write race
+  shows on every run however busy the machine is: no timing is involved, only order.
 * Gated: each round trip blocks until a scheduler grants it (``helpers.instruments.schedule``).
 
 What is counted, for every mode (``client_stats(client)``):
 
 * ``round_trips``: writes to the socket (see above);
 * ``commands``: commands sent, MULTI and EXEC included;
+* ``reconnects``: connections that broke (or were closed) and were opened again: after a server
+  restart redis-py reconnects silently, and a run must not count on what the old connection did;
 * ``retries``: conditional writes that did not apply: an EXEC that answered nil (a WATCHed key
   changed), a SET with NX, XX or IFEQ/IFNE/IFDEQ/IFDNE that answered nil, and an HSETNX, SETNX
   or MSETNX that answered 0. A strategy that tries again after one of those pays one more
@@ -77,14 +83,15 @@ class ClientStats:
     round_trips: int = 0
     commands: int = 0
     retries: int = 0
+    reconnects: int = 0
 
     def __sub__(self, other: "ClientStats") -> "ClientStats":
         return ClientStats(self.round_trips - other.round_trips, self.commands - other.commands,
-                           self.retries - other.retries)
+                           self.retries - other.retries, self.reconnects - other.reconnects)
 
     def copy(self) -> "ClientStats":
         """Return a snapshot of these counts."""
-        return ClientStats(self.round_trips, self.commands, self.retries)
+        return ClientStats(self.round_trips, self.commands, self.retries, self.reconnects)
 
 
 class Mode:
@@ -101,6 +108,11 @@ class Mode:
         with self._lock:
             self.stats.round_trips += 1
             self.stats.commands += len(commands)
+
+    def on_reconnect(self) -> None:
+        """Called when a connection that had been open before is opened again."""
+        with self._lock:
+            self.stats.reconnects += 1
 
     def on_reply(self, command: Command, reply: Any) -> None:
         """Called with each reply (or the ResponseError it carried) and the command it answers."""
@@ -144,6 +156,63 @@ class Think(Mode):
         return f"think {self.seconds * 1000:g} ms per round trip"
 
 
+class Rendezvous:
+    """Rounds for the clients of one run: wait() returns when every client still in the run has arrived."""
+
+    def __init__(self, parties: int, stop: threading.Event | None = None) -> None:
+        if parties < 1:
+            raise ValueError(f"a rendezvous needs at least one party, got {parties}")
+        self.parties = parties
+        self.stop = stop
+        self._arrived = 0
+        self._round = 0
+        self._cond = threading.Condition()
+
+    def wait(self) -> None:
+        """Arrive for this round and wait until the others have arrived (or the run is stopped)."""
+        with self._cond:
+            this_round = self._round
+            self._arrived += 1
+            if self._arrived >= self.parties:
+                self._next_round()
+                return
+            while this_round == self._round and not (self.stop is not None and self.stop.is_set()):
+                self._cond.wait(0.05)
+
+    def leave(self) -> None:
+        """Leave the run for good (a client that finished or failed); the others stop waiting for it."""
+        with self._cond:
+            self.parties -= 1
+            if self.parties > 0 and self._arrived >= self.parties:
+                self._next_round()
+
+    def _next_round(self) -> None:
+        self._round += 1
+        self._arrived = 0
+        self._cond.notify_all()
+
+
+class Lockstep(Mode):
+    """Send each round trip in a round with the run's other clients (see the module docstring)."""
+
+    name = "lockstep"
+
+    def __init__(self, rendezvous: Rendezvous) -> None:
+        super().__init__()
+        self.rendezvous = rendezvous
+        self.armed = True  # a run connects its clients unarmed, then arms them at the start barrier
+
+    def before_round_trip(self, commands: list[Command]) -> None:
+        """Count, then wait for this round's other clients."""
+        super().before_round_trip(commands)
+        if self.armed:
+            self.rendezvous.wait()
+
+    def describe(self) -> str:
+        """Return 'lockstep'."""
+        return "lockstep: every client's k-th round trip in one round"
+
+
 class ModeConnection:
     """Mixin put before a redis-py connection class: reports every round trip and reply to the mode."""
 
@@ -154,13 +223,20 @@ class ModeConnection:
         self._outgoing: list[Command] = []
         self._awaiting: deque[Command] = deque()
         self._setting_up = 0
+        self._opened_before = False
 
     def _setup(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        was_connected = self._sock is not None
         self._setting_up += 1
         try:
-            return method(*args, **kwargs)
+            result = method(*args, **kwargs)
         finally:
             self._setting_up -= 1
+        if not was_connected and self._sock is not None and not self._setting_up:
+            if self._opened_before:
+                self.racelab_mode.on_reconnect()
+            self._opened_before = True
+        return result
 
     def connect(self, *args: Any, **kwargs: Any) -> Any:
         return self._setup(super().connect, *args, **kwargs)

@@ -7,7 +7,9 @@ a forced schedule interleaves and a benchmark times, e.g. ``partial(naive_allow,
 
 The client's mode decides the timing (``helpers.backend.modes``): "straight" sends commands as they
 are (for measurements); "think" waits ``think_s`` before every round trip, standing in for the
-network, which is the window in which other clients' commands arrive. Every call is recorded as
+network, which is the window in which other clients' commands arrive; "lockstep" sends every
+client's k-th round trip in one round with the others', so a read-then-write race shows on every
+run, however busy the machine (the demos that assert a race use it). Every call is recorded as
 an ``Op`` in the run's history (start, end, result, status), and each client's round trips,
 commands and retries are counted by its connection.
 
@@ -37,7 +39,7 @@ from typing import Any
 
 import redis
 
-from helpers.backend.modes import ClientStats, Mode, Think, client_stats, mode_of
+from helpers.backend.modes import ClientStats, Lockstep, Mode, Rendezvous, Think, client_stats, mode_of
 from helpers.instruments.history import FAIL, INFO, OK, Op
 
 _monotonic_ns = time.monotonic_ns
@@ -48,6 +50,20 @@ Strategy = Callable[[Any], Any]  # fn(client) -> result
 
 class RunTimeout(TimeoutError):
     """A concurrent run did not finish within its timeout (its clients were stopped)."""
+
+
+class ConnectionLost(RuntimeError):
+    """A client's connection broke during a run and redis-py opened a new one: counts are not comparable."""
+
+
+def _check_no_reconnect(result: "RunResult") -> None:
+    """Raise ConnectionLost if any client reconnected during the run (a restart, a dropped socket)."""
+    lost = [i for i, stats in enumerate(result.stats_by_client) if stats.reconnects > 0]
+    if lost:
+        raise ConnectionLost(
+            f"{len(lost)} of {result.clients} clients lost their connection during the run and reconnected "
+            f"(did the server restart?): {result.calls} calls completed, but writes may have been lost "
+            f"with the old connection, so the counts are not comparable. Run it again.")
 
 
 class ClientProcessError(RuntimeError):
@@ -170,6 +186,12 @@ class _Worker:
 
     def run(self) -> None:
         try:
+            self._run()
+        finally:
+            _leave(self.client)  # a lockstep run's other clients stop waiting for this one
+
+    def _run(self) -> None:
+        try:
             self.client.ping()  # connect now, so the first timed call does not pay for it
             _arm(self.client)
             before = client_stats(self.client)
@@ -239,22 +261,35 @@ def _stop_threads(threads: list[threading.Thread], stop: threading.Event, barrie
     return _join_all(threads, time.monotonic() + grace)
 
 
-def _client_mode(mode: str, think_s: float, stop: Any) -> Mode:
-    """Return a new Mode for one client of a run ("straight" or "think", armed at the start barrier)."""
+def _client_modes(mode: str, think_s: float, stop: Any, clients: int) -> list[Mode]:
+    """Return one new Mode per client of a run, unarmed until the start barrier."""
     if mode == "think":
-        think = Think(think_s, stop)
-        think.armed = False  # connecting (the PING before the barrier) is not a round trip to delay
-        return think
-    if mode == "straight":
-        return Mode()
-    raise ValueError(f"unknown client mode {mode!r} for a concurrent run: use 'straight' or 'think'")
+        modes: list[Mode] = [Think(think_s, stop) for _ in range(clients)]
+    elif mode == "lockstep":
+        rendezvous = Rendezvous(clients, stop)
+        modes = [Lockstep(rendezvous) for _ in range(clients)]
+    elif mode == "straight":
+        return [Mode() for _ in range(clients)]
+    else:
+        raise ValueError(f"unknown client mode {mode!r} for a concurrent run: use 'straight', 'think' or "
+                         f"'lockstep'")
+    for m in modes:
+        m.armed = False  # connecting (the PING before the barrier) is not a round trip to delay
+    return modes
 
 
 def _arm(client: Any) -> None:
-    """Let a think-mode client start waiting before its round trips (after it has connected)."""
+    """Let a think or lockstep client start waiting before its round trips (after it has connected)."""
     mode = mode_of(client)
-    if isinstance(mode, Think):
+    if isinstance(mode, (Think, Lockstep)):
         mode.armed = True
+
+
+def _leave(client: Any) -> None:
+    """Tell a lockstep client's rendezvous that this client is done (the others stop waiting for it)."""
+    mode = mode_of(client)
+    if isinstance(mode, Lockstep):
+        mode.rendezvous.leave()
 
 
 def _check_run(clients: int, iterations: int, mode: str, think_s: float, timeout: float) -> None:
@@ -262,7 +297,7 @@ def _check_run(clients: int, iterations: int, mode: str, think_s: float, timeout
         raise ValueError(f"need clients >= 1 and iterations >= 0, got {clients} and {iterations}")
     if not think_s >= 0 or not timeout > 0 or think_s == float("inf"):  # written so that NaN fails too
         raise ValueError(f"need a finite think_s >= 0 and timeout > 0 seconds, got {think_s} and {timeout}")
-    _client_mode(mode, think_s, None)
+    _client_modes(mode, think_s, None, 1)
 
 
 class _Fed:
@@ -288,8 +323,8 @@ def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100,
                 inputs: Sequence[Sequence[Any]] | None = None) -> RunResult:
     """Return the RunResult of `clients` threads each calling fn(client) `iterations` times.
 
-    Each thread has its own client in the given mode ("straight", or "think": wait think_s before
-    every round trip). Re-raises the first exception of any client; raises RunTimeout after
+    Each thread has its own client in the given mode ("straight"; "think": wait think_s before
+    every round trip; "lockstep": round trips in rounds with the other clients). Re-raises the first exception of any client; raises RunTimeout after
     `timeout` seconds. No thread outlives the call. With a workload ``inputs`` (one row per
     client), client i's j-th call is fn(client, inputs[i][j]), and clients and iterations are
     the workload's shape; outcome (i, j, value) answers inputs[i][j].
@@ -300,8 +335,8 @@ def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100,
     stop = threading.Event()
     redis_clients: list[Any] = []
     try:
-        for _ in range(clients):
-            redis_clients.append(lab.client(mode=_client_mode(mode, think_s, stop),
+        for client_mode in _client_modes(mode, think_s, stop, clients):
+            redis_clients.append(lab.client(mode=client_mode,
                                             decode_responses=decode_responses))
     except BaseException:
         for c in redis_clients:
@@ -333,7 +368,9 @@ def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100,
     finally:
         for c in redis_clients:
             _release(lab, c)
-    return _collect_threads(workers, clients, iterations, mode, fn)
+    result = _collect_threads(workers, clients, iterations, mode, fn)
+    _check_no_reconnect(result)
+    return result
 
 
 def _collect_threads(workers: list[_Worker], clients: int, iterations: int, mode: str, fn: Strategy) -> RunResult:
@@ -380,7 +417,7 @@ def _process_main(lab: Any, fn: Strategy, cid: int, iterations: int, mode: str, 
                   barrier: Any, stop: Any, queue: Any, barrier_timeout: float, decode_responses: bool) -> None:
     """Body of one client process: connect, wait for the others, loop, send results back."""
     try:
-        client = lab.client(mode=_client_mode(mode, think_s, stop), decode_responses=decode_responses)
+        client = lab.client(mode=_client_modes(mode, think_s, stop, 1)[0], decode_responses=decode_responses)
         client.ping()
         _arm(client)
         before = client_stats(client)
@@ -415,6 +452,8 @@ def run_processes(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 10
     if lab.kind == "embedded":
         raise ValueError("run_processes needs a real server: the embedded backend lives in this "
                          "process, so other processes cannot reach it. Use run_clients.")
+    if mode == "lockstep":
+        raise ValueError("lockstep rounds are kept between threads: use run_clients for mode='lockstep'")
     _check_run(clients, iterations, mode, think_s, timeout)
     mp = multiprocessing.get_context("fork")
     barrier, stop, queue = mp.Barrier(clients), mp.Event(), mp.Queue()
@@ -456,7 +495,9 @@ def run_processes(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 10
     failures = [m for m in messages if m[0] == "error"]
     if failures:
         raise ClientProcessError(f"client {failures[0][1]} failed:\n{failures[0][2]}")
-    return _collect_processes(messages, clients, iterations, mode, fn)
+    result = _collect_processes(messages, clients, iterations, mode, fn)
+    _check_no_reconnect(result)
+    return result
 
 
 def _collect_processes(messages: list[tuple[Any, ...]], clients: int, iterations: int, mode: str,
