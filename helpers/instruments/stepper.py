@@ -92,7 +92,11 @@ class Stepper:
         self._verdicts: list[bool | None] = []
         self._explored: Exploration | None = None
         self._view: _StepperView | None = None
-        self._start()
+        try:
+            self._start()
+        except BaseException:  # e.g. the invariant raised after setup: stop the actors started
+            _close_run(self._holder)
+            raise
 
     # --- the run -----------------------------------------------------------------------------
 
