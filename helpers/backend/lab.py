@@ -16,13 +16,16 @@ never read from a version table.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 import redis
 import redis.cluster
+from redis.backoff import ExponentialBackoff
 from redis.connection import parse_url
+from redis.retry import Retry
 
 from helpers.backend import embedded
 from helpers.backend.guard import GuardedRedis, GuardedRedisCluster, check_command
@@ -43,10 +46,60 @@ warnings.filterwarnings("ignore", message=r"Call to '\w+' method with experiment
 
 BACKENDS = ("embedded", "real", "cluster")
 
+# Every client of a real server has these, so a frozen or dead server is a clear error within
+# 10 s, never redis-py's silent minute of retries (5 s timeout x 3 retries with backoff, twice).
+CONNECT_TIMEOUT_S = 2.0  # to open a TCP connection
+REPLY_TIMEOUT_S = 5.0  # to wait for one reply; a blocking command needs a longer socket_timeout
+RECONNECT_RETRIES = 1  # a broken connection is reopened once (the client's mode counts it); a timeout never
+
+
+class ServerUnavailable(redis.ConnectionError):
+    """connect() could not use the server: it refused the connection or did not answer in time."""
+
+
+class NoReply(redis.TimeoutError):
+    """The server sent no reply within the client's timeout: it is stopped, paused or overloaded."""
+
+
+class TimedConnection(redis.Connection):
+    """A redis.Connection whose timeouts say which server did not answer, and within what limit."""
+
+    def _no_reply(self, exc: redis.TimeoutError, limit: float | None, doing: str) -> NoReply:
+        return NoReply(f"no reply from {self.host}:{self.port} within {limit} s {doing}: the server is "
+                       f"stopped (SIGSTOP), paused or overloaded ({exc})")
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().connect_check_health(*args, **kwargs)
+        except NoReply:
+            raise
+        except redis.TimeoutError as exc:
+            raise self._no_reply(exc, self.socket_connect_timeout, "while connecting") from exc
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().read_response(*args, **kwargs)
+        except NoReply:
+            raise
+        except redis.TimeoutError as exc:
+            raise self._no_reply(exc, self.socket_timeout, "to a command") from exc
+
+
+def client_defaults() -> dict[str, Any]:
+    """Return the timeouts and the bounded retry every client of a real server gets by default."""
+    return {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": REPLY_TIMEOUT_S,
+            "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), RECONNECT_RETRIES,
+                           supported_errors=(redis.ConnectionError,))}
+
+
+def redacted(url: str) -> str:
+    """Return url without its password (REDIS_URL may carry an ACL user's)."""
+    return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What the server in use can do, each probed with a harmless command."""
+    """What the server in use can do, each probed without harm (see probe_capabilities)."""
 
     lua: bool = False
     functions: bool = False
@@ -56,19 +109,35 @@ class Capabilities:
     eval_ro: bool = False
     script_kill: bool = False
     cluster: bool = False
+    # (capability, why): why one is missing, or a refusal the probe saw that is not a missing command
+    notes: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+
+    def names(self) -> list[str]:
+        """Return the capability names, in table order."""
+        return [f.name for f in fields(self) if f.name != "notes"]
+
+    def why(self, name: str) -> str:
+        """Return why a capability is missing (or what the probe saw), '' when there is nothing to say."""
+        return dict(self.notes).get(name, "")
 
     def table(self) -> str:
-        """Return one 'name  yes/no' line per capability."""
-        return "\n".join(f"  {f.name:<12}{'yes' if getattr(self, f.name) else 'no'}"
-                         for f in fields(self))
+        """Return one 'name  yes/no' line per capability, with the reason for each note."""
+        lines = []
+        for name in self.names():
+            line = f"  {name:<12}{'yes' if getattr(self, name) else 'no'}"
+            lines.append(f"{line:<18}({self.why(name)})" if self.why(name) else line)
+        return "\n".join(lines)
 
 
-def _works(call: Any) -> bool:
-    try:
-        call()
-        return True
-    except redis.ResponseError:
-        return False
+# Errors that say the server refused a call *now* (out of memory, a read-only replica, a busy
+# script, still loading, ...), not that the command is missing. redis-py turns most of them into
+# classes and drops the code from the message; the rest keep their code as the first word.
+_REFUSED_NOW = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
+                redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
+                redis.exceptions.ClusterDownError, redis.exceptions.MasterDownError,
+                redis.exceptions.NoScriptError)
+_REFUSED_NOW_CODES = ("OOM", "READONLY", "BUSY", "LOADING", "MISCONF", "MASTERDOWN", "TRYAGAIN",
+                      "CLUSTERDOWN", "NOREPLICAS")
 
 
 def raw_command(client: Any, *args: Any) -> Any:
@@ -90,43 +159,158 @@ def raw_command(client: Any, *args: Any) -> Any:
         pool.release(conn)
 
 
-def probe_capabilities(client: Any, probe_key: str, cluster: bool) -> Capabilities:
-    """Return the capabilities of the server behind client; writes nothing that survives."""
-    def command_exists(name: str) -> bool:
-        try:
-            return bool(raw_command(client, "COMMAND", "DOCS", name))
-        except redis.ResponseError:
-            return False
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
+
+def command_known(client: Any, name: str) -> bool | None:
+    """Return whether COMMAND INFO knows name ('script|kill' for a subcommand); None if it cannot say."""
+    try:
+        reply = raw_command(client, "COMMAND", "INFO", name)
+    except redis.ResponseError:  # no COMMAND INFO (an ACL user without it, a partial emulation)
+        return None
+    if isinstance(reply, dict):  # RESP3 servers may answer with a map
+        return bool(reply)
+    return bool(reply) and reply[0] is not None
+
+
+def argument_tokens(client: Any, command: str) -> set[str] | None:
+    """Return every option token COMMAND DOCS lists for command (e.g. SET's 'IFEQ'); None if it cannot say."""
+    try:
+        docs = raw_command(client, "COMMAND", "DOCS", command)
+    except redis.ResponseError:
+        return None
+    tokens: set[str] = set()
+
+    def walk(node: Any) -> None:
+        items = list(node.items()) if isinstance(node, dict) else None
+        if items is None and isinstance(node, list):  # RESP2: flat [name, value, name, value, ...]
+            for i, item in enumerate(node):
+                if _text(item) == "token" and i + 1 < len(node):
+                    tokens.add(_text(node[i + 1]).upper())
+                walk(item)
+            return
+        for key, value in items or []:
+            if _text(key) == "token":
+                tokens.add(_text(value).upper())
+            walk(value)
+
+    walk(docs)
+    return tokens if docs else None
+
+
+def _probe(call: Any, known: bool | None, what: str, server: str) -> tuple[bool, str]:
+    """Return (usable, note) for one capability from a harmless call and what COMMAND INFO said."""
+    try:
+        call()
+        return True, ""
+    except (redis.ResponseError, redis.exceptions.BusyLoadingError) as exc:
+        error = exc
+    except (redis.ConnectionError, redis.TimeoutError):
+        raise  # the server is gone or frozen: that is no answer about the command
+    except redis.RedisError as exc:  # a cluster client refuses a command its server did not list
+        error = exc
+    message = f"{type(error).__name__}: {error}"
+    refused_now = (isinstance(error, _REFUSED_NOW)
+                   or str(error).split(" ", 1)[0].upper() in _REFUSED_NOW_CODES)
+    if isinstance(error, redis.exceptions.NoPermissionError):
+        return False, f"this connection's user may not use {what} ({message})"
+    if refused_now and known is not False:
+        return True, f"{what} exists; the server refused the probe for now ({message})"
+    return False, f"{server} has no {what}" if known is False else f"{server}: {what} failed ({message})"
+
+
+def probe_capabilities(client: Any, probe_key: str, cluster: bool, server: str = "this server") -> Capabilities:
+    """Return the capabilities of the server behind client; writes nothing that survives.
+
+    COMMAND INFO and COMMAND DOCS say whether a command or an option exists. A harmless call then
+    checks that it works: an error that says "refused now" (OOM, READONLY, BUSY, ...) is not a
+    missing command. Where the server cannot answer COMMAND DOCS (the embedded backend), the
+    call alone decides.
+    """
+    notes: list[tuple[str, str]] = []
+
+    def check(name: str, command: str, call: Any, what: str) -> bool:
+        ok, note = _probe(call, command_known(client, command), what, server)
+        if note:
+            notes.append((name, note))
+        return ok
+
+    set_tokens = argument_tokens(client, "set")
+    if set_tokens is not None:
+        set_ifeq = "IFEQ" in set_tokens
+        if not set_ifeq:
+            notes.append(("set_ifeq", f"{server} has no SET ... IFEQ option"))
+    else:  # IFEQ never creates a missing key
+        set_ifeq = check("set_ifeq", "set", lambda: client.execute_command("SET", probe_key, "v", "IFEQ", "x"),
+                         "SET ... IFEQ option")
+    script_kill = bool(command_known(client, "script|kill"))
+    if not script_kill:  # never probed by calling it: on a shared server it would kill somebody's script
+        notes.append(("script_kill", f"{server} has no SCRIPT KILL"))
     return Capabilities(
-        lua=_works(lambda: client.eval("return 1", 1, probe_key)),
-        functions=_works(lambda: client.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "racelab-probe")),
-        # IFEQ never creates a missing key, DELEX/DIGEST of a missing key change nothing.
-        set_ifeq=_works(lambda: client.execute_command("SET", probe_key, "v", "IFEQ", "x")),
-        delex=_works(lambda: client.execute_command("DELEX", probe_key)),
-        digest=_works(lambda: client.execute_command("DIGEST", probe_key)),
-        eval_ro=_works(lambda: client.eval_ro("return 1", 1, probe_key)),
-        # Never probe with SCRIPT KILL itself: on a shared server it would kill somebody's script.
-        script_kill=command_exists("script|kill"),
+        lua=check("lua", "eval", lambda: client.eval("return 1", 1, probe_key), "EVAL (Lua scripts)"),
+        functions=check("functions", "function|list",
+                        lambda: client.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "racelab-probe"),
+                        "FUNCTION (Lua libraries)"),
+        set_ifeq=set_ifeq,
+        # DELEX and DIGEST of a missing key change nothing.
+        delex=check("delex", "delex", lambda: client.execute_command("DELEX", probe_key), "DELEX command"),
+        digest=check("digest", "digest", lambda: client.execute_command("DIGEST", probe_key), "DIGEST command"),
+        eval_ro=check("eval_ro", "eval_ro", lambda: client.eval_ro("return 1", 1, probe_key), "EVAL_RO command"),
+        script_kill=script_kill,
         cluster=cluster,
+        notes=tuple(notes),
     )
 
 
-def _server_version(client: Any, server: Any) -> str:
+_PRODUCTS = {"redis": "Redis", "valkey": "Valkey"}
+
+
+@dataclass(frozen=True)
+class ServerIdentity:
+    """Which server answers: its name ('redis', 'valkey', 'fakeredis') and its own version."""
+
+    name: str
+    version: str
+    redis_version: str = ""  # what INFO's redis_version says (Valkey reports 7.2.4 there)
+
+    def label(self) -> str:
+        """Return e.g. 'Redis 8.6.3', 'Valkey 9.1.2' or 'fakeredis (as Redis 8.4.0)'."""
+        if self.name == "fakeredis":
+            return f"fakeredis (as Redis {self.version})"
+        return f"{_PRODUCTS.get(self.name, self.name)} {self.version}"
+
+
+def identify(info: dict[str, Any]) -> ServerIdentity:
+    """Return the server's identity from INFO server fields (server_name, valkey_version, redis_version)."""
+    redis_version = _text(info.get("redis_version", ""))
+    name = _text(info.get("server_name") or ("valkey" if "valkey_version" in info else "redis")).lower()
+    version = _text(info.get(f"{name}_version") or redis_version)
+    return ServerIdentity(name=name, version=version, redis_version=redis_version)
+
+
+def _server_identity(client: Any, server: Any) -> ServerIdentity:
     if server is not None and hasattr(server, "version") and not isinstance(server, (RedisServer, RedisClusterServer)):
-        return ".".join(str(p) for p in server.version)
+        return ServerIdentity("fakeredis", ".".join(str(p) for p in server.version))  # no INFO there
     info = client.info("server")
     if isinstance(info, dict) and "redis_version" not in info:  # cluster: one dict per node
         info = next(iter(info.values()))
-    return str(info["redis_version"])
+    return identify(info)
 
 
 def _is_cluster(url: str) -> bool:
-    with redis.Redis(**parse_url(url), socket_timeout=5) as probe:
-        try:
-            return str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
-        except redis.ResponseError:
-            return False
+    """Return True if the server at url runs in cluster mode; ServerUnavailable if it does not answer."""
+    options = {**client_defaults(), **parse_url(url), "retry": None, "connection_class": TimedConnection}
+    try:
+        with redis.Redis(connection_pool=redis.ConnectionPool(**options)) as probe:
+            try:
+                return str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
+            except redis.ResponseError as exc:
+                if str(exc).startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
+                    raise
+                return False
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        raise ServerUnavailable(f"cannot use the Redis server at {redacted(url)}: {exc}") from exc
 
 
 def _make_mode(mode: str | Mode, think_s: float) -> Mode:
@@ -151,8 +335,9 @@ class Lab:
     url: str | None = None
     _server: Any = None
     _clients: list[Any] = field(default_factory=list)
-    version: str = ""
+    version: str = ""  # the server's own version (Valkey's valkey_version, not its redis_version)
     caps: Capabilities = field(default_factory=Capabilities)
+    server: ServerIdentity = field(default_factory=lambda: ServerIdentity("", ""))
 
     def client(self, mode: str | Mode = "straight", think_s: float = 0.0, decode_responses: bool = True,
                node: tuple[str, int] | None = None, **kwargs: Any) -> Any:
@@ -162,6 +347,8 @@ class Lab:
         (as they are), "think" (wait think_s seconds before each), or a Mode object. On a
         cluster, ``node=(host, port)`` gives a plain client of that one node instead of a client
         that routes by key (what forced schedules need for WATCH and MULTI on one connection).
+        A client of a real server times out (``client_defaults()``: NoReply after 5 s, a refused
+        connection after one retry) unless kwargs say otherwise.
         """
         mode = _make_mode(mode, think_s)
         if self.kind == "embedded":
@@ -171,15 +358,15 @@ class Lab:
         elif (self.caps.cluster or self.kind == "cluster") and node is None:
             c = GuardedRedisCluster.from_url(self.url, decode_responses=decode_responses,
                                              racelab_owned=self.owns_server,
-                                             connection_class=connection_class_for(redis.Connection, mode),
-                                             **kwargs)
+                                             connection_class=connection_class_for(TimedConnection, mode),
+                                             **{**client_defaults(), **kwargs})
             c.racelab_mode = mode
         else:
             single = kwargs.pop("single_connection_client", False)
             where = {} if node is None else {"host": node[0], "port": node[1]}
-            pool = redis.ConnectionPool(**{**parse_url(self.url), **where}, decode_responses=decode_responses,
-                                        connection_class=connection_class_for(redis.Connection, mode),
-                                        **kwargs)
+            options = {**client_defaults(), **parse_url(self.url), **where, **kwargs}
+            pool = redis.ConnectionPool(**options, decode_responses=decode_responses,
+                                        connection_class=connection_class_for(TimedConnection, mode))
             c = GuardedRedis(connection_pool=pool, single_connection_client=single,
                              racelab_owned=self.owns_server)
             c.auto_close_connection_pool = True  # close() disconnects the pool made here
@@ -197,10 +384,12 @@ class Lab:
     def describe(self) -> str:
         """Return a short human description: backend, server version, capabilities."""
         where = {"embedded": "fakeredis in this process (no server needed)",
-                 "real": "a real redis-server", "cluster": "a real Redis Cluster"}[self.kind]
+                 "real": "a real server", "cluster": "a real cluster"}[self.kind]
         owner = "started by the suite" if self.owns_server and self.kind != "embedded" else (
             "in-process" if self.kind == "embedded" else "NOT started by the suite: only our keys are touched")
-        return (f"backend: {self.kind} ({where}, {owner})\nserver version: {self.version}\n"
+        reported = (f" (INFO redis_version {self.server.redis_version})"
+                    if self.server.redis_version not in ("", self.version) else "")
+        return (f"backend: {self.kind} ({where}, {owner})\nserver: {self.server.label()}{reported}\n"
                 f"key prefix: {self.ns.prefix}\ncapabilities:\n{self.caps.table()}")
 
     def cleanup(self) -> int:
@@ -260,8 +449,13 @@ def connect(notebook: str = "adhoc", backend: str | None = None, url: str | None
         lab = Lab(kind="cluster", ns=ns, owns_server=True, url=cluster.url, _server=cluster)
     probe = lab.client()
     try:
-        lab.version = _server_version(probe, lab._server)
-        lab.caps = probe_capabilities(probe, ns.key("__probe__"), cluster=lab.kind == "cluster")
+        lab.server = _server_identity(probe, lab._server)
+        lab.version = lab.server.version
+        lab.caps = probe_capabilities(probe, ns.key("__probe__"), cluster=lab.kind == "cluster",
+                                      server=lab.server.label())
+    except BaseException:
+        lab.close()  # a server this call started must not outlive the failure
+        raise
     finally:
         lab._close_client(probe)
     return lab

@@ -5,12 +5,22 @@ A server started here is *owned* by the suite: it has no persistence, listens on
 ``stop()`` is called, or when the interpreter exits. Only on such a server may the suite run
 destructive commands (see ``helpers.backend.guard``).
 
+It also dies with the process that started it, however that process ends (``kill -9`` of a
+Jupyter kernel included): a watchdog (``sh``) holds the read end of a pipe whose write end only
+the starting process holds; when that process is gone, the read returns and the watchdog kills
+the server. ``PR_SET_PDEATHSIG`` is not used: it fires when the *thread* that started the server
+ends, and a server started from a worker thread would die early.
+
+``RACELAB_REDIS_SERVER`` names the server binary to use instead of searching .redis/bin and PATH
+(``python -m helpers run --binary`` sets it, so a matrix pass sees only the server under test).
+
 The command line (``python -m helpers``, see helpers/__main__.py) wraps this module.
 """
 
 from __future__ import annotations
 
 import atexit
+import os
 import random
 import shutil
 import signal
@@ -22,16 +32,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 
 MIN_VERSION = (8, 4, 0)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_BIN = PROJECT_ROOT / ".redis" / "bin"
+BINARY_VARIABLE = "RACELAB_REDIS_SERVER"
+# The watchdog: waits for EOF on stdin (the starting process is gone), then kills the server.
+# It ignores SIGINT and SIGHUP so that a Ctrl-C the starting process survives leaves it on guard.
+_WATCHDOG = 'trap "" INT HUP; while read -r _; do :; done; kill -KILL "$1" 2>/dev/null'
 
 _LIVE: list["RedisServer"] = []
 
 
 class ServerNotFound(RuntimeError):
-    """No redis-server >= 8.4 is available on this machine."""
+    """No redis-server of the version asked for (>= 8.4 by default) is available on this machine."""
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -52,25 +68,46 @@ def binary_version(path: str | Path) -> tuple[int, ...] | None:
     return None
 
 
+def _version_text(version: tuple[int, ...] | None) -> str:
+    return ".".join(map(str, version)) if version else "does not run"
+
+
 def find_binary(name: str = "redis-server", min_version: tuple[int, ...] = MIN_VERSION) -> Path:
-    """Return the path of a usable redis binary: .redis/bin first, then PATH."""
+    """Return the path of a usable redis binary: $RACELAB_REDIS_SERVER, else .redis/bin, then PATH."""
+    chosen = os.environ.get(BINARY_VARIABLE)
     candidates = [LOCAL_BIN / name]
     on_path = shutil.which(name)
     if on_path:
         candidates.append(Path(on_path))
+    if chosen and name == "redis-server":
+        candidates = [Path(chosen)]  # the server under test, and no other
+    elif chosen:
+        candidates.insert(0, Path(chosen).with_name(name))  # its own redis-cli first, if it has one
     seen = []
     for cand in candidates:
         if not cand.exists():
             continue
-        server = cand.with_name("redis-server")
+        server = cand if name == "redis-server" else cand.with_name("redis-server")
         version = binary_version(server)
-        seen.append(f"{server} ({'.'.join(map(str, version)) if version else 'does not run'})")
+        seen.append(f"{_version_text(version)} at {server}")
         if version and version >= min_version:
             return cand
     wanted = ".".join(map(str, min_version))
+    where = f"${BINARY_VARIABLE}={chosen}" if chosen and name == "redis-server" else f"{LOCAL_BIN} and PATH"
     raise ServerNotFound(
-        f"no {name} >= {wanted} found (looked in {LOCAL_BIN} and PATH; saw: "
-        f"{', '.join(seen) or 'nothing'}). Run `make redis` to build one.")
+        f"no {name} >= {wanted} (found: {'; '.join(seen) or 'none'}; looked in {where}). "
+        f"Run `make redis` to build one.")
+
+
+def server_description(binary: str | Path) -> str:
+    """Return e.g. 'redis-server 8.6.3' or 'valkey-server 9.1.2' from the binary's --version line."""
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
+                             timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return f"{binary} (does not run)"
+    product = out.split(" ", 1)[0].lower() if out.strip() else "redis"
+    return f"{product}-server {_version_text(binary_version(binary))}"
 
 
 def _is_free(port: int) -> bool:
@@ -108,6 +145,8 @@ class RedisServer:
     startup_timeout: float = 10.0
     process: subprocess.Popen | None = None
     workdir: Path | None = None
+    watchdog: subprocess.Popen | None = None
+    _lifeline: int | None = None  # write end of the watchdog's pipe: open while this process lives
 
     @property
     def url(self) -> str:
@@ -129,6 +168,7 @@ class RedisServer:
             self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             _LIVE.append(self)
+            self._start_watchdog()
             if self._wait_ready():
                 return self
             last_log = self.log_tail()
@@ -137,9 +177,30 @@ class RedisServer:
         raise RuntimeError(f"redis-server on port {self.port or 'auto'} did not answer PING within "
                            f"{self.startup_timeout}s; last log:\n{last_log}")
 
+    def _start_watchdog(self) -> None:
+        """Start the sh process that kills the server once this process is gone (see module docstring)."""
+        read_end, self._lifeline = os.pipe()  # both non-inheritable: no later child holds the write end
+        try:
+            self.watchdog = subprocess.Popen(["sh", "-c", _WATCHDOG, "racelab-watchdog", str(self.process.pid)],
+                                             stdin=read_end, stdout=subprocess.DEVNULL,
+                                             stderr=subprocess.DEVNULL)
+        finally:
+            os.close(read_end)
+
+    def _stop_watchdog(self) -> None:
+        """Stop the watchdog before the server, so it can never kill a later process that reuses the pid."""
+        if self.watchdog is not None:
+            self.watchdog.kill()
+            self.watchdog.wait(timeout=5)
+            self.watchdog = None
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
+
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + self.startup_timeout
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1, socket_connect_timeout=1,
+                             retry=Retry(ExponentialBackoff(), 0))
         try:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
@@ -164,7 +225,11 @@ class RedisServer:
         return "(no log)"
 
     def client(self, **kwargs) -> redis.Redis:
-        """Return a new plain client of this server."""
+        """Return a new plain client of this server (timeouts and at most one reconnect unless kwargs say)."""
+        kwargs.setdefault("socket_connect_timeout", 2.0)
+        kwargs.setdefault("socket_timeout", 5.0)
+        kwargs.setdefault("retry", Retry(ExponentialBackoff(cap=0.5, base=0.05), 1,
+                                         supported_errors=(redis.ConnectionError,)))
         return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
 
     def is_running(self) -> bool:
@@ -173,6 +238,7 @@ class RedisServer:
 
     def stop(self) -> None:
         """Stop the process (TERM, then KILL) and remove its directory. Safe to call twice."""
+        self._stop_watchdog()
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(signal.SIGTERM)
             try:
@@ -201,6 +267,7 @@ class RedisClusterServer:
 
     nodes: int = 3
     servers: list[RedisServer] = field(default_factory=list)
+    binary: Path | None = None  # every node's redis-server (default: find_binary())
 
     @property
     def url(self) -> str:
@@ -214,11 +281,12 @@ class RedisClusterServer:
 
     def start(self) -> "RedisClusterServer":
         """Start the nodes, join them with `redis-cli --cluster create`, wait for cluster_state:ok."""
-        cli = find_binary("redis-cli")
+        sibling = Path(self.binary).with_name("redis-cli") if self.binary else None
+        cli = sibling if sibling and sibling.exists() else find_binary("redis-cli")
         try:
             for _ in range(self.nodes):
                 server = RedisServer(extra_args=["--cluster-enabled", "yes",
-                                                 "--cluster-node-timeout", "5000"])
+                                                 "--cluster-node-timeout", "5000"], binary=self.binary)
                 self.servers.append(server)
                 server.start()
             addresses = [f"127.0.0.1:{p}" for p in self.ports]

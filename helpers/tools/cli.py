@@ -5,6 +5,10 @@
     python -m helpers run --shared -- CMD...  # the same, on a server pre-filled with foreign data;
                                               # fails if CMD touched any of it or left suite keys
                                               # behind (helpers.tools.foreign)
+    python -m helpers run --binary PATH [--cluster] [--shared] -- CMD...
+                                              # the same with that server binary, any version
+                                              # (Redis 7.0, Valkey: the backend matrix); CMD's own
+                                              # throwaway servers use it too ($RACELAB_REDIS_SERVER)
     python -m helpers run --cluster [--shared] -- CMD...
                                               # the same on a fresh 3-node cluster (REDIS_URL is a
                                               # seed node; connect() detects the cluster); --shared
@@ -20,7 +24,8 @@ import sys
 import redis
 
 from helpers.tools import foreign
-from helpers.backend.server import RedisClusterServer, RedisServer, ServerNotFound, binary_version, find_binary
+from helpers.backend.server import (BINARY_VARIABLE, RedisClusterServer, RedisServer, ServerNotFound,
+                                    binary_version, find_binary, server_description)
 
 
 def _run_on_shared_server(server: RedisServer | RedisClusterServer, command: list[str]) -> int:
@@ -66,19 +71,24 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["run"] and "--" in argv:
         options, command = argv[1:argv.index("--")], argv[argv.index("--") + 1:]
+        binary = None
+        if "--binary" in options[:-1]:  # --binary PATH: this server binary, whatever its version
+            at = options.index("--binary")
+            binary, options = options[at + 1], options[:at] + options[at + 2:]
+            os.environ[BINARY_VARIABLE] = binary  # CMD's own throwaway servers use it too
         if set(options) - {"--shared", "--cluster"} or not command:
             print(__doc__, file=sys.stderr)
             return 2
         shared, cluster = "--shared" in options, "--cluster" in options
         try:
-            server = (RedisClusterServer() if cluster else RedisServer()).start()
+            server = (RedisClusterServer(binary=binary) if cluster else RedisServer(binary=binary)).start()
         except ServerNotFound as exc:  # the other start failures (a port, a timeout) keep their traceback
             print(f"racelab: cannot start a {'cluster' if cluster else 'server'}: {exc}", file=sys.stderr)
             return 1
         with server:
             binary = server.servers[0].binary if cluster else server.binary
-            print(f"racelab: started {'a 3-node cluster of ' if cluster else ''}redis-server "
-                  f"{'.'.join(map(str, binary_version(binary)))} at {server.url}"
+            print(f"racelab: started {'a 3-node cluster of ' if cluster else ''}{server_description(binary)} "
+                  f"at {server.url}"
                   f"{' (pre-filled with foreign data)' if shared else ''}", flush=True)
             if not shared:
                 return subprocess.run(command, env=dict(os.environ, REDIS_URL=server.url)).returncode
