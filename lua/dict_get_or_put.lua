@@ -16,22 +16,25 @@
 -- ARGV[1]  the string to look up or register (any bytes, may be empty)
 -- Returns: always an integer (never a string, never an array)
 --   id >= 1   the string's id: the existing one, or last_id + 1 if this call registered it.
--- Errors (error replies, each prefixed "<CODE> dict_get_or_put: "; nothing has been written):
---   ERR invalid-arguments         not exactly 3 keys and 1 argument, two KEYS equal, or the KEYS
---                                 not sharing one {hash tag}.
---   ERR invalid-counter           meta's last_id is not a canonical decimal integer in 0..2^53-2.
---   ERR inconsistent-dictionary   the hashes disagree (the index points at an id that does not hold
---                                 the string, HLEN of ids or index differs from last_id, or the
---                                 next id is already taken in ids): somebody wrote them without
---                                 this script.
---   WRONGTYPE                     one of the keys exists and is not a hash.
+-- Errors (error replies "ERR dict_get_or_put: <code>: <detail>"; nothing has been written):
+--   invalid-arguments         not exactly 3 keys and 1 argument, two KEYS equal, or the KEYS
+--                             not sharing one {hash tag}.
+--   invalid-counter           meta's last_id is not a canonical decimal integer in 0..2^53-2.
+--   inconsistent-dictionary   the hashes disagree (the index points at an id that does not hold
+--                             the string, HLEN of ids or index differs from last_id, or the
+--                             next id is already taken in ids): somebody wrote them without
+--                             this script.
+--   WRONGTYPE                 one of the keys exists and is not a hash; the reply is
+--                             "WRONGTYPE dict_get_or_put: KEYS[<i>] holds a <type>, not a hash".
 
-local MAX_ID = 9007199254740991  -- 2^53-1: every integer up to it is exact in a Lua number
+-- The same logic serves dict_library.lua and, in parts, dict_get_or_put_batch.lua: Redis scripts
+-- cannot include one another, so each "BEGIN shared" block is a byte-for-byte copy of
+-- lua/_shared.lua (tests/test_lua_style.py holds every copy to it).
 
-local function fail(code, reason)
-    return redis.error_reply(code .. " dict_get_or_put: " .. reason)
-end
+local function fail(reason) return redis.error_reply("ERR dict_get_or_put: " .. reason) end
+local function wrong_type(reason) return redis.error_reply("WRONGTYPE dict_get_or_put: " .. reason) end
 
+-- BEGIN shared: hash_tag
 -- Return the content of key's hash tag as Redis Cluster computes it, or nil if it has none.
 local function hash_tag(key)
     local open = string.find(key, "{", 1, true)
@@ -40,68 +43,130 @@ local function hash_tag(key)
     if not close or close == open + 1 then return nil end
     return string.sub(key, open + 1, close - 1)
 end
+-- END shared: hash_tag
 
--- Return the number in text if it is a canonical decimal in 0..MAX_ID, else nil.
-local function id_number(text)
+-- BEGIN shared: integer_in
+-- Return the number in text if text is a canonical decimal integer (digits only: no sign, no
+-- leading zero, no exponent, no spaces) in lo..hi, else nil; hi must be at most 2^53-1. The
+-- length check comes first: tonumber sees at most 16 digits, and every integer up to 2^53 is
+-- exact in a Lua number (a longer or larger text is above hi anyway).
+local function integer_in(text, lo, hi)
     if type(text) ~= "string" or #text > 16 or not (text == "0" or string.find(text, "^[1-9]%d*$")) then
         return nil
     end
     local n = tonumber(text)
-    if n > MAX_ID then return nil end
+    if n < lo or n > hi then return nil end
     return n
 end
+-- END shared: integer_in
 
+-- BEGIN shared: key_type
+-- Return the type of key as a string ("none" if it does not exist). TYPE answers with a status
+-- reply, which reaches a script as a table {ok = "hash"}.
 local function key_type(key)
     local t = redis.call("TYPE", key)
     if type(t) == "table" then t = t.ok end
     return t
 end
+-- END shared: key_type
 
-if #KEYS ~= 3 or #ARGV ~= 1 then
-    return fail("ERR", "invalid-arguments: expected 3 keys (ids, index, meta) and 1 argument (the string)")
-end
-local ids, index, meta = KEYS[1], KEYS[2], KEYS[3]
-if ids == index or ids == meta or index == meta then
-    return fail("ERR", "invalid-arguments: the 3 keys must be distinct")
-end
-local tag = hash_tag(ids)
-if tag == nil or hash_tag(index) ~= tag or hash_tag(meta) ~= tag then
-    return fail("ERR", "invalid-arguments: the 3 keys must share one hash tag, e.g. {dict:<name>}")
-end
-for i, key in ipairs(KEYS) do
-    local t = key_type(key)
-    if t ~= "hash" and t ~= "none" then
-        return fail("WRONGTYPE", "KEYS[" .. i .. "] holds a " .. t .. ", not a hash")
+-- BEGIN shared: dictionary_keys_error
+-- Return an error reply unless keys = {ids, index, meta} are three distinct keys that share one
+-- {hash tag} (invalid-arguments) and each holds a hash or nothing (WRONGTYPE); else nil.
+-- Reads nothing but TYPE. Needs the script's fail and wrong_type, the shared hash_tag and key_type.
+local function dictionary_keys_error(keys)
+    local ids, index, meta = keys[1], keys[2], keys[3]
+    if ids == index or ids == meta or index == meta then
+        return fail("invalid-arguments: the 3 keys must be distinct")
     end
+    local tag = hash_tag(ids)
+    if tag == nil or hash_tag(index) ~= tag or hash_tag(meta) ~= tag then
+        return fail("invalid-arguments: the 3 keys must share one hash tag, e.g. {dict:<name>}")
+    end
+    for i, key in ipairs(keys) do
+        local t = key_type(key)
+        if t ~= "hash" and t ~= "none" then
+            return wrong_type("KEYS[" .. i .. "] holds a " .. t .. ", not a hash")
+        end
+    end
+    return nil
 end
+-- END shared: dictionary_keys_error
 
-local text = ARGV[1]
-local found = redis.call("HGET", index, text)
-if found then
-    local id = id_number(found)
-    if id == nil or id < 1 or redis.call("HGET", ids, found) ~= text then
-        return fail("ERR", "inconsistent-dictionary: the index points at an id that does not hold the string")
+-- BEGIN shared: dictionary_registered_id
+-- Return text's id if the index holds text, nil if it does not; or nil and an
+-- inconsistent-dictionary error reply if the index points at an id that does not hold text.
+-- Needs the script's fail and the shared integer_in.
+local function dictionary_registered_id(ids, index, text)
+    local found = redis.call("HGET", index, text)
+    if not found then
+        return nil
+    end
+    local id = integer_in(found, 1, 9007199254740991)  -- ids are 1..2^53-1
+    if id == nil or redis.call("HGET", ids, found) ~= text then
+        return nil, fail("inconsistent-dictionary: the index points at an id that does not hold the string")
     end
     return id
 end
+-- END shared: dictionary_registered_id
 
-local stored = redis.call("HGET", meta, "last_id")
-local last = 0
-if stored then
-    last = id_number(stored)
-    if last == nil or last >= MAX_ID then
-        return fail("ERR", "invalid-counter: last_id must be a decimal integer in 0..2^53-2")
+-- BEGIN shared: dictionary_last_id
+-- Return meta's last_id (0 if unset) after checking that ids and index hold that many fields; or
+-- nil and an error reply: invalid-counter (last_id is not a decimal integer in 0..2^53-2, so one
+-- more id might not be exact) or inconsistent-dictionary (an HLEN differs from last_id).
+-- Needs the script's fail and the shared integer_in.
+local function dictionary_last_id(ids, index, meta)
+    local stored = redis.call("HGET", meta, "last_id")
+    local last = 0
+    if stored then
+        last = integer_in(stored, 0, 9007199254740990)
+        if last == nil then
+            return nil, fail("invalid-counter: last_id must be a decimal integer in 0..2^53-2")
+        end
     end
+    if redis.call("HLEN", ids) ~= last or redis.call("HLEN", index) ~= last then
+        return nil, fail("inconsistent-dictionary: HLEN of ids or index differs from last_id")
+    end
+    return last
 end
-if redis.call("HLEN", ids) ~= last or redis.call("HLEN", index) ~= last then
-    return fail("ERR", "inconsistent-dictionary: HLEN of ids or index differs from last_id")
-end
-if redis.call("HEXISTS", ids, string.format("%d", last + 1)) == 1 then
-    return fail("ERR", "inconsistent-dictionary: the next id is already taken in ids")
-end
+-- END shared: dictionary_last_id
 
-local id = redis.call("HINCRBY", meta, "last_id", 1)
-local field = string.format("%d", id)  -- "%d", not tostring: no exponent for large ids
-redis.call("HSET", ids, field, text)
-redis.call("HSET", index, text, field)
-return id
+-- BEGIN shared: dictionary_get_or_put
+-- Return the id of args[1] in the dictionary keys = {ids, index, meta}, registering the string
+-- if it is absent; or an error reply, before anything is written (see dict_get_or_put.lua).
+-- Needs the script's fail and the shared dictionary_keys_error, dictionary_registered_id and
+-- dictionary_last_id.
+local function dictionary_get_or_put(keys, args)
+    if #keys ~= 3 or #args ~= 1 then
+        return fail("invalid-arguments: expected 3 keys (ids, index, meta) and 1 argument (the string)")
+    end
+    local err = dictionary_keys_error(keys)
+    if err then
+        return err
+    end
+    local ids, index, meta = keys[1], keys[2], keys[3]
+    local text = args[1]
+    local id, last
+    id, err = dictionary_registered_id(ids, index, text)
+    if err then
+        return err
+    end
+    if id then
+        return id
+    end
+    last, err = dictionary_last_id(ids, index, meta)
+    if err then
+        return err
+    end
+    if redis.call("HEXISTS", ids, string.format("%d", last + 1)) == 1 then
+        return fail("inconsistent-dictionary: the next id is already taken in ids")
+    end
+    id = redis.call("HINCRBY", meta, "last_id", 1)
+    local field = string.format("%d", id)  -- "%d", not tostring: no exponent for large ids
+    redis.call("HSET", ids, field, text)
+    redis.call("HSET", index, text, field)
+    return id
+end
+-- END shared: dictionary_get_or_put
+
+return dictionary_get_or_put(KEYS, ARGV)
