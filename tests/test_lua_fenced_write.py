@@ -65,7 +65,7 @@ def test_wrong_type_resource_is_an_error_and_nothing_changes(lab: Lab) -> None:
     c = lab.client()
     resource, fence = keys_of(lab)
     c.rpush(resource, "x")
-    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+    with pytest.raises(redis.ResponseError, match=f"^WRONGTYPE {STEM}: the resource key holds a list, not a string$"):
         lab.script(STEM, c)(keys=[resource, fence], args=[1, "v"])
     assert c.lrange(resource, 0, -1) == ["x"]
     assert c.exists(fence) == 0
@@ -76,7 +76,7 @@ def test_corrupt_fence_is_an_error_and_nothing_changes(lab: Lab, stored: str) ->
     c = lab.client()
     resource, fence = keys_of(lab)
     c.set(fence, stored)
-    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+    with pytest.raises(redis.ResponseError, match=f"^WRONGTYPE {STEM}: the fence key does not hold a fencing token$"):
         lab.script(STEM, c)(keys=[resource, fence], args=[5, "v"])
     assert c.exists(resource) == 0
     assert c.get(fence) == stored
@@ -86,7 +86,7 @@ def test_wrong_type_fence_is_an_error(lab: Lab) -> None:
     c = lab.client()
     resource, fence = keys_of(lab)
     c.hset(fence, "n", 1)
-    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+    with pytest.raises(redis.ResponseError, match=f"^WRONGTYPE {STEM}: the fence key holds a non-string value$"):
         lab.script(STEM, c)(keys=[resource, fence], args=[5, "v"])
     assert c.exists(resource) == 0
 
@@ -95,7 +95,7 @@ def test_wrong_type_fence_is_an_error(lab: Lab) -> None:
 def test_bad_token_is_an_error_and_nothing_changes(lab: Lab, token: str) -> None:
     c = lab.client()
     resource, fence = keys_of(lab)
-    with pytest.raises(redis.ResponseError, match="fencing token"):
+    with pytest.raises(redis.ResponseError, match=f"{STEM}: invalid-arguments: the fencing token must be"):
         lab.script(STEM, c)(keys=[resource, fence], args=[token, "v"])
     assert c.exists(resource, fence) == 0
 
@@ -109,7 +109,7 @@ def test_bad_token_is_an_error_and_nothing_changes(lab: Lab, token: str) -> None
 def test_bad_arity_is_an_error_and_nothing_changes(lab: Lab, n_keys: int, args: list) -> None:
     c = lab.client()
     keys = [lab.ns.tagged("job", f"k{i}") for i in range(n_keys)]
-    with pytest.raises(redis.ResponseError, match=STEM):
+    with pytest.raises(redis.ResponseError, match=f"{STEM}: invalid-arguments: expected 2 keys"):
         lab.script(STEM, c)(keys=keys, args=args)
     assert c.exists(*keys) == 0
 
@@ -131,7 +131,7 @@ def test_keys_that_are_equal_or_do_not_share_a_hash_tag_are_an_error_and_nothing
     # holding the fencing token instead of the value.
     c = lab.client()
     keys = [lab.ns.tagged("job", "same")] * 2 if names[0] == "same" else [lab.key(n) for n in names]
-    with pytest.raises(redis.ResponseError, match=f"{STEM}: .*hash tag"):
+    with pytest.raises(redis.ResponseError, match=f"{STEM}: invalid-arguments: .*hash tag"):
         lab.script(STEM, c)(keys=keys, args=[5, "v"])
     assert c.exists(*keys) == 0
 
