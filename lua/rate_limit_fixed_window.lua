@@ -23,29 +23,33 @@
 --   error reply, not a status. It means the key name collides with foreign data, not that the
 --   caller sent bad input; the caller must not treat it as "rejected".
 
+-- Redis scripts cannot include one another: each "BEGIN shared" block is a byte-for-byte copy of
+-- lua/_shared.lua (tests/test_lua_style.py holds every copy to it).
+
+-- BEGIN shared: integer_in
+-- Return the number in text if text is a canonical decimal integer (digits only: no sign, no
+-- leading zero, no exponent, no spaces) in lo..hi, else nil; hi must be at most 2^53-1. The
+-- length check comes first: tonumber sees at most 16 digits, and every integer up to 2^53 is
+-- exact in a Lua number (a longer or larger text is above hi anyway).
+local function integer_in(text, lo, hi)
+    if type(text) ~= "string" or #text > 16 or not (text == "0" or string.find(text, "^[1-9]%d*$")) then
+        return nil
+    end
+    local n = tonumber(text)
+    if n < lo or n > hi then return nil end
+    return n
+end
+-- END shared: integer_in
+
 local MAX_LIMIT = 1000000000
 local MAX_WINDOW = 31536000
 local MAX_COUNTER = 9007199254740991
 
--- Return the number in text if text is a canonical positive decimal of at most max_digits
--- digits and value <= max, else nil. The length check comes first, so tonumber never sees
--- a string too long to convert exactly (every integer below 2^53 is exact in a Lua number).
-local function positive_decimal(text, max, max_digits)
-    if type(text) ~= "string" or #text > max_digits or not string.find(text, "^[1-9]%d*$") then
-        return nil
-    end
-    local n = tonumber(text)
-    if n > max then
-        return nil
-    end
-    return n
-end
-
 if #KEYS ~= 1 or #ARGV ~= 2 then
     return {2, "invalid-arguments"}
 end
-local limit = positive_decimal(ARGV[1], MAX_LIMIT, 10)
-local window = positive_decimal(ARGV[2], MAX_WINDOW, 8)
+local limit = integer_in(ARGV[1], 1, MAX_LIMIT)
+local window = integer_in(ARGV[2], 1, MAX_WINDOW)
 if limit == nil or window == nil then
     return {2, "invalid-arguments"}
 end
@@ -58,12 +62,7 @@ if stored == false then
     return {1, 1}
 end
 
-local count
-if stored == "0" then
-    count = 0
-else
-    count = positive_decimal(stored, MAX_COUNTER, 16)
-end
+local count = integer_in(stored, 0, MAX_COUNTER)
 if count == nil then
     return {2, "invalid-counter"}
 end

@@ -24,31 +24,30 @@
 -- Errors: a key of another type raises WRONGTYPE from ZSCORE (a Redis error reply, not a status:
 --   the key collides with foreign data), before anything is written.
 
--- Return the number in text if it is a canonical decimal ("0" only if allow_zero) of at most
--- max_digits digits and value <= max, else nil.
-local function decimal(text, max, max_digits, allow_zero)
-    if type(text) ~= "string" or #text > max_digits then
-        return nil
-    end
-    if text == "0" then
-        return allow_zero and 0 or nil
-    end
-    if not string.find(text, "^[1-9]%d*$") then
+-- Redis scripts cannot include one another: each "BEGIN shared" block is a byte-for-byte copy of
+-- lua/_shared.lua (tests/test_lua_style.py holds every copy to it).
+
+-- BEGIN shared: integer_in
+-- Return the number in text if text is a canonical decimal integer (digits only: no sign, no
+-- leading zero, no exponent, no spaces) in lo..hi, else nil; hi must be at most 2^53-1. The
+-- length check comes first: tonumber sees at most 16 digits, and every integer up to 2^53 is
+-- exact in a Lua number (a longer or larger text is above hi anyway).
+local function integer_in(text, lo, hi)
+    if type(text) ~= "string" or #text > 16 or not (text == "0" or string.find(text, "^[1-9]%d*$")) then
         return nil
     end
     local n = tonumber(text)
-    if n > max then
-        return nil
-    end
+    if n < lo or n > hi then return nil end
     return n
 end
+-- END shared: integer_in
 
 if #KEYS ~= 1 or #ARGV ~= 4 then
     return {2, "invalid-arguments"}
 end
-local limit = decimal(ARGV[1], 100000, 6, false)
-local window = decimal(ARGV[2], 86400000, 8, false)
-local now = decimal(ARGV[3], 9007199254740991, 16, true)
+local limit = integer_in(ARGV[1], 1, 100000)
+local window = integer_in(ARGV[2], 1, 86400000)
+local now = integer_in(ARGV[3], 0, 9007199254740991)
 local id = ARGV[4]
 if limit == nil or window == nil or now == nil or #id < 1 or #id > 128 then
     return {2, "invalid-arguments"}

@@ -16,21 +16,24 @@
 --   {"ALREADY_BOOKED", held}  this booking id already holds seats (a retry); nothing written;
 --                             held = the seats it holds.
 --   {"NOT_ON_SALE", 0}        KEYS[1] does not exist; nothing written.
--- Errors (error replies; nothing has been written):
---   ERR invalid-arguments     not exactly 2 keys and 2 arguments, or the keys do not share a {hash tag}.
---   ERR invalid-booking-id    ARGV[1] is empty, longer than 64 or has another character.
---   ERR invalid-seats         ARGV[2] is not a decimal integer 1..10.
---   ERR corrupt-inventory     KEYS[1] holds a string that is not a canonical integer 0..2^53-1, or
---                             the booking's stored seats are not an integer 1..10.
---   WRONGTYPE                 KEYS[1] is not a string or KEYS[2] is not a hash (foreign data).
+-- Errors (error replies "ERR reserve_seats: <code>: <detail>"; nothing has been written):
+--   invalid-arguments     not exactly 2 keys and 2 arguments, or the keys do not share a {hash tag}.
+--   invalid-booking-id    ARGV[1] is empty, longer than 64 or has another character.
+--   invalid-seats         ARGV[2] is not a decimal integer 1..10.
+--   corrupt-inventory     KEYS[1] holds a string that is not a canonical integer 0..2^53-1, or
+--                         the booking's stored seats are not an integer 1..10.
+--   WRONGTYPE             KEYS[1] is not a string or KEYS[2] is not a hash (foreign data; Redis's
+--                         own error, raised by GET or HGET).
+
+-- Redis scripts cannot include one another: each "BEGIN shared" block is a byte-for-byte copy of
+-- lua/_shared.lua (tests/test_lua_style.py holds every copy to it).
 
 local MAX_SEATS = 10
 local MAX_LEFT = 9007199254740991
 
-local function fail(code, why)
-    return redis.error_reply("ERR " .. code .. " reserve_seats: " .. why)
-end
+local function fail(reason) return redis.error_reply("ERR reserve_seats: " .. reason) end
 
+-- BEGIN shared: hash_tag
 -- Return the content of key's hash tag as Redis Cluster computes it, or nil if it has none.
 local function hash_tag(key)
     local open = string.find(key, "{", 1, true)
@@ -39,8 +42,13 @@ local function hash_tag(key)
     if not close or close == open + 1 then return nil end
     return string.sub(key, open + 1, close - 1)
 end
+-- END shared: hash_tag
 
--- Return the number in text if it is a canonical decimal integer in lo..hi, else nil.
+-- BEGIN shared: integer_in
+-- Return the number in text if text is a canonical decimal integer (digits only: no sign, no
+-- leading zero, no exponent, no spaces) in lo..hi, else nil; hi must be at most 2^53-1. The
+-- length check comes first: tonumber sees at most 16 digits, and every integer up to 2^53 is
+-- exact in a Lua number (a longer or larger text is above hi anyway).
 local function integer_in(text, lo, hi)
     if type(text) ~= "string" or #text > 16 or not (text == "0" or string.find(text, "^[1-9]%d*$")) then
         return nil
@@ -49,21 +57,22 @@ local function integer_in(text, lo, hi)
     if n < lo or n > hi then return nil end
     return n
 end
+-- END shared: integer_in
 
 if #KEYS ~= 2 or #ARGV ~= 2 then
-    return fail("invalid-arguments", "expects 2 keys (seats left, bookings) and 2 arguments (booking id, seats)")
+    return fail("invalid-arguments: expects 2 keys (seats left, bookings) and 2 arguments (booking id, seats)")
 end
 local tag = hash_tag(KEYS[1])
 if tag == nil or tag ~= hash_tag(KEYS[2]) or KEYS[1] == KEYS[2] then
-    return fail("invalid-arguments", "the two keys must differ and share one {hash tag}")
+    return fail("invalid-arguments: the two keys must differ and share one {hash tag}")
 end
 local booking = ARGV[1]
 if #booking < 1 or #booking > 64 or string.find(booking, "[^%w_%-]") then
-    return fail("invalid-booking-id", "1..64 characters of A-Z a-z 0-9 _ -")
+    return fail("invalid-booking-id: 1..64 characters of A-Z a-z 0-9 _ -")
 end
 local wanted = integer_in(ARGV[2], 1, MAX_SEATS)
 if wanted == nil then
-    return fail("invalid-seats", "seats must be a decimal integer 1..10")
+    return fail("invalid-seats: seats must be a decimal integer 1..10")
 end
 
 -- Reads: each raises WRONGTYPE on foreign data, before anything is written.
@@ -74,12 +83,12 @@ if stored_left == false then
 end
 local left = integer_in(stored_left, 0, MAX_LEFT)
 if left == nil then
-    return fail("corrupt-inventory", "seats left is not a non-negative integer")
+    return fail("corrupt-inventory: seats left is not a non-negative integer")
 end
 if held then
     local seats = integer_in(held, 1, MAX_SEATS)
     if seats == nil then
-        return fail("corrupt-inventory", "the booking's seats are not an integer 1..10")
+        return fail("corrupt-inventory: the booking's seats are not an integer 1..10")
     end
     return {"ALREADY_BOOKED", seats}
 end
