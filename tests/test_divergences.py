@@ -79,21 +79,6 @@ def test_expiry_kept_as_float_seconds(lab: Lab) -> None:
         assert off_by == 0
 
 
-def test_watched_key_expiring_does_not_abort_exec(lab: Lab) -> None:
-    c, k = lab.client(), lab.key("watched")
-    c.set(k, "v", px=50)
-    with c.pipeline() as pipe:
-        pipe.watch(k)
-        time.sleep(0.2)  # the key expires while watched
-        pipe.multi()
-        pipe.set(lab.key("other"), "x")
-        if lab.kind == "embedded":
-            assert pipe.execute() == [True]
-        else:
-            with pytest.raises(redis.WatchError):
-                pipe.execute()
-
-
 # ---- Lua -----------------------------------------------------------------------------------------
 
 def test_lua_not_sandboxed(lab: Lab) -> None:

@@ -64,3 +64,62 @@ def test_out_of_range_expiry_is_invalid_expire_time(option: bytes, raw: bytes) -
 def test_non_canonical_integer_expiry_is_not_an_integer() -> None:
     with pytest.raises(SimpleError, match="not an integer"):
         expiry_ms(b"px", b"01", now_ms=0)
+
+
+# ---- WATCH and expiry: EXEC aborts when a watched key expired after the WATCH (Redis >= 6.0.9) ----
+
+def _watch_then_exec(client, key: str, wait_s: float) -> object:
+    """WATCH key, GET it, wait, then MULTI/INCR/EXEC; return EXEC's reply or 'aborted'."""
+    import time
+
+    import redis
+
+    with client.pipeline(transaction=True) as pipe:
+        pipe.watch(key)
+        pipe.get(key)
+        time.sleep(wait_s)
+        pipe.multi()
+        pipe.incr(key)
+        try:
+            return pipe.execute()
+        except redis.WatchError:
+            return "aborted"
+
+
+def test_exec_aborts_when_a_watched_key_expires_after_the_watch(lab) -> None:
+    client, key = lab.client(), lab.key("watched")
+    client.set(key, 5, px=50)
+    assert _watch_then_exec(client, key, 0.15) == "aborted"
+    assert client.exists(key) == 0  # nothing ran: no counter without a TTL left behind
+
+
+def test_exec_runs_when_the_watched_key_has_no_ttl_or_is_missing(lab) -> None:
+    client, key = lab.client(), lab.key("watched")
+    client.set(key, 5)
+    assert _watch_then_exec(client, key, 0.0) == [6]
+    client.delete(key)
+    assert _watch_then_exec(client, key, 0.0) == [1]
+
+
+def test_exec_runs_when_the_watched_key_was_already_expired_at_watch(lab) -> None:
+    import time
+
+    client, key = lab.client(), lab.key("watched")
+    client.set(key, 5, px=1)
+    time.sleep(0.05)  # expired before WATCH: its expiry is not a change seen by this transaction
+    assert _watch_then_exec(client, key, 0.0) == [1]
+
+
+def test_exec_runs_when_the_ttl_has_not_run_out_yet(lab) -> None:
+    client, key = lab.client(), lab.key("watched")
+    client.set(key, 5, px=60_000)
+    assert _watch_then_exec(client, key, 0.0) == [6]
+
+
+def test_plain_fakeredis_still_runs_exec_after_a_watched_key_expired() -> None:
+    # Fails the day fakeredis aborts by itself: then the override in helpers/backend/fake84.py can go.
+    import fakeredis
+
+    client = fakeredis.FakeRedis(server=fakeredis.FakeServer(version=(8, 4, 0)), decode_responses=True)
+    client.set("watched", 5, px=50)
+    assert _watch_then_exec(client, "watched", 0.15) == [1]

@@ -98,7 +98,37 @@ def expiry_ms(option: bytes, raw: bytes, now_ms: int) -> int:
 
 
 class Redis84Socket(FakeSocket):
-    """A fakeredis socket whose SET also understands Redis 8.4's IFEQ/IFNE/IFDEQ/IFDNE."""
+    """A fakeredis socket whose SET also understands Redis 8.4's IFEQ/IFNE/IFDEQ/IFDNE, and whose
+    EXEC aborts when a WATCHed key expired after the WATCH, as Redis does since 6.0.9.
+
+    Redis records, for each watched key, whether it was already expired when WATCH ran; EXEC fails
+    if any key that was alive then has expired since (``isWatchedKeyExpired`` in multi.c). fakeredis
+    2.41 lets such an EXEC run, which leaves, e.g., an INCRed counter without a TTL.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._watched_expiry: dict[tuple[bytes, Any], float] = {}  # (key, db) -> expiry seen at WATCH
+
+    def watch(self, *keys: CommandItem) -> Any:
+        """WATCH, remembering the expiry of every watched key that has one and is alive now."""
+        reply = super().watch(*keys)
+        for key in keys:
+            item = self._db._dict.get(key.key)
+            if item is not None and item.expireat is not None and not self._db.expired(item):
+                self._watched_expiry[(key.key, self._db)] = item.expireat
+        return reply
+
+    def _clear_watches(self) -> None:
+        self._watched_expiry.clear()
+        super()._clear_watches()
+
+    def exec_(self, *conditions: bytes) -> Any:
+        """EXEC; nil (aborted) if a key alive at WATCH has expired since (a TTL change would have
+        been a write, which aborts anyway)."""
+        if self._transaction is not None and any(expiry < db.time for (_, db), expiry in self._watched_expiry.items()):
+            self._watch_notified = True
+        return super().exec_(*conditions)
 
     def _condition_holds(self, condition: bytes, operand: bytes, current: bytes) -> bool:
         """Return whether an existing string value satisfies a SET condition (digest length checked)."""

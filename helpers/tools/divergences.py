@@ -30,10 +30,6 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "exact to the millisecond",
         "the suite uses SET ... PX/EX (exact on both); never PSETEX/SETEX/GETEX in timing demos"),
     Divergence(
-        "watched_key_expiring_does_not_abort_exec", "a WATCHed key expires before EXEC",
-        "EXEC runs the transaction", "EXEC aborts (nil reply, redis-py WatchError) since Redis 6.0.9",
-        "no notebook relies on an expiry to abort a WATCH; the demos change the key with a write"),
-    Divergence(
         "lua_not_sandboxed", "the Lua environment of EVAL scripts",
         "not sandboxed: os (with os.execute), io, require, loadstring, dofile exist",
         "sandboxed: io, require, loadstring, dofile are absent; reading an unknown global is an error",
