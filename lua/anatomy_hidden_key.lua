@@ -13,11 +13,11 @@
 -- ARGV[2]  the value written to both keys (any string)
 -- Returns:
 --   "OK"                both keys were written (single server, or both keys on the same cluster node).
--- Errors:
---   ERR invalid-arguments   not exactly 1 key and 2 arguments, or the two names do not share the
---                           namespace before "{"; nothing written.
+-- Errors (error replies "ERR anatomy_hidden_key: <code>: <detail>", or from the server):
+--   invalid-arguments   not exactly 1 key and 2 arguments, or the two names do not share the
+--                       namespace before "{"; nothing written.
 --   "Script attempted to access a non local key in a cluster node"   ARGV[1] lives on another
---                           cluster node; raised by the second SET, and KEYS[1] stays written.
+--                       cluster node; raised by the second SET, and KEYS[1] stays written.
 
 local function namespace(name)
     local brace = string.find(name, "{", 1, true)
@@ -25,7 +25,7 @@ local function namespace(name)
 end
 
 if #KEYS ~= 1 or #ARGV ~= 2 or namespace(KEYS[1]) == nil or namespace(KEYS[1]) ~= namespace(ARGV[1]) then
-    return redis.error_reply("ERR invalid-arguments anatomy_hidden_key: expects 1 key and 2 arguments in one namespace")
+    return redis.error_reply("ERR anatomy_hidden_key: invalid-arguments: expects 1 key and 2 arguments in one namespace")
 end
 redis.call("SET", KEYS[1], ARGV[2])
 redis.call("SET", ARGV[1], ARGV[2])  -- the hidden key: the server cannot route or check it

@@ -9,12 +9,12 @@
 --   {"ok", n}          the INCR succeeded; n is the new value (both modes).
 --   {"caught", msg}    pcall mode only: the INCR failed and msg is Redis's error text,
 --                      e.g. "WRONGTYPE Operation against a key holding the wrong kind of value".
--- Errors:
---   ERR invalid-arguments   not exactly 1 key and 1 argument, or ARGV[1] is neither "call" nor "pcall".
---   <the INCR's error>      call mode: raised to the client (WRONGTYPE, "ERR value is not an integer ...").
+-- Errors (error replies "ERR errors_call_vs_pcall: <code>: <detail>", or INCR's own):
+--   invalid-arguments    not exactly 1 key and 1 argument, or ARGV[1] is neither "call" nor "pcall".
+--   <the INCR's error>   call mode: raised to the client (WRONGTYPE, "ERR value is not an integer ...").
 
 if #KEYS ~= 1 or #ARGV ~= 1 or (ARGV[1] ~= "call" and ARGV[1] ~= "pcall") then
-    return redis.error_reply("ERR invalid-arguments errors_call_vs_pcall: expects 1 key and ARGV[1] = call|pcall")
+    return redis.error_reply("ERR errors_call_vs_pcall: invalid-arguments: expects 1 key and ARGV[1] = call|pcall")
 end
 if ARGV[1] == "call" then
     return {"ok", redis.call("INCR", KEYS[1])}

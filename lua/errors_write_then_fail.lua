@@ -7,13 +7,13 @@
 -- KEYS[2]  the counter: a string holding an integer (created at 0 if absent)
 -- ARGV[1]  the order's payload (any string)
 -- Returns: integer, the counter's new value, when both writes succeeded.
--- Errors:
---   ERR invalid-arguments   not exactly 2 keys and 1 argument; nothing written.
---   <INCR's error>          WRONGTYPE or "ERR value is not an integer or out of range":
---                           raised AFTER the order was written, which stays written.
+-- Errors (error replies "ERR errors_write_then_fail: <code>: <detail>", or INCR's own):
+--   invalid-arguments   not exactly 2 keys and 1 argument; nothing written.
+--   <INCR's error>      WRONGTYPE or "ERR value is not an integer or out of range":
+--                       raised AFTER the order was written, which stays written.
 
 if #KEYS ~= 2 or #ARGV ~= 1 then
-    return redis.error_reply("ERR invalid-arguments errors_write_then_fail: expects 2 keys and 1 argument")
+    return redis.error_reply("ERR errors_write_then_fail: invalid-arguments: expects 2 keys and 1 argument")
 end
 redis.call("SET", KEYS[1], ARGV[1])
 return redis.call("INCR", KEYS[2])

@@ -13,7 +13,8 @@
 --   numeric_string = "3.99"; array = {1, 2, 3}; array_with_hole = {1, 2, nil, 4};
 --   nested = {1, {"two", false}, "three"}; named_fields = {name = "x", size = 3};
 --   status = {ok = "QUEUED-FOR-REVIEW"}; error = {err = "ERR_DEMO this is an error reply"}.
--- Errors: ERR unknown-case (ARGV[1] missing or not one of the cases above).
+-- Errors (error replies "ERR return_conversions: <code>: <detail>"):
+--   unknown-case   ARGV[1] missing or not one of the cases above.
 
 local CASES = {
     ["nil"] = function() return nil end,
@@ -32,6 +33,6 @@ local CASES = {
 }
 local case = CASES[ARGV[1] or ""]
 if case == nil then
-    return redis.error_reply("ERR unknown-case return_conversions: see the file header for the cases")
+    return redis.error_reply("ERR return_conversions: unknown-case: see the file header for the cases")
 end
 return case()

@@ -7,14 +7,14 @@
 -- ARGV[1]  iterations: a decimal integer 1..10^12 (digits only)
 -- ARGV[2]  "read" (loop without writing) or "write" (SET KEYS[1] first, then loop)
 -- Returns: integer, the number of iterations done (= ARGV[1]).
--- Errors:
---   ERR invalid-arguments   not exactly 1 key and 2 arguments, iterations not 1..10^12, or the mode
---                           is neither read nor write; nothing written.
+-- Errors (error replies "ERR runaway_spin: <code>: <detail>", or from the server):
+--   invalid-arguments   not exactly 1 key and 2 arguments, iterations not 1..10^12, or the mode
+--                       is neither read nor write; nothing written.
 --   "Script killed by user with SCRIPT KILL..."   read mode, killed while looping.
 
 if #KEYS ~= 1 or #ARGV ~= 2 or #ARGV[1] > 13 or not string.find(ARGV[1], "^[1-9]%d*$")
     or tonumber(ARGV[1]) > 1e12 or (ARGV[2] ~= "read" and ARGV[2] ~= "write") then
-    return redis.error_reply("ERR invalid-arguments runaway_spin: expects 1 key, iterations 1..10^12, read|write")
+    return redis.error_reply("ERR runaway_spin: invalid-arguments: expects 1 key, iterations 1..10^12, read|write")
 end
 local n = tonumber(ARGV[1])
 if ARGV[2] == "write" then

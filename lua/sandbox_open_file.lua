@@ -9,12 +9,12 @@
 -- Returns:
 --   "opened"          the file was opened (and closed): this environment is NOT sandboxed.
 --   "cannot open"     io exists but the open failed (no such file, no permission).
--- Errors:
+-- Errors (error replies "ERR sandbox_open_file: <code>: <detail>", or from the server):
+--   invalid-arguments   ARGV[1] missing.
 --   "Script attempted to access nonexistent global variable 'io'"   a real Redis: io is not there.
---   ERR invalid-arguments   ARGV[1] missing.
 
 if ARGV[1] == nil then
-    return redis.error_reply("ERR invalid-arguments sandbox_open_file: expects a path in ARGV[1]")
+    return redis.error_reply("ERR sandbox_open_file: invalid-arguments: expects a path in ARGV[1]")
 end
 local handle = io.open(ARGV[1], "r")
 if handle == nil then

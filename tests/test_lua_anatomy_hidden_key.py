@@ -20,7 +20,7 @@ def test_on_one_server_both_keys_are_written(lab: Lab) -> None:
 def test_a_hidden_key_outside_the_callers_namespace_is_refused_and_nothing_written(lab: Lab, hidden: str) -> None:
     c = lab.client()
     a = lab.ns.tagged("a", "declared")
-    with pytest.raises(redis.ResponseError, match="invalid-arguments"):
+    with pytest.raises(redis.ResponseError, match="anatomy_hidden_key: invalid-arguments: "):
         lab.script("anatomy_hidden_key", c)(keys=[a], args=[hidden, "v"])
     assert c.exists(a) == 0
     assert lab.ns.keys(c) == []
@@ -28,14 +28,14 @@ def test_a_hidden_key_outside_the_callers_namespace_is_refused_and_nothing_writt
 
 def test_a_declared_key_without_a_hash_tag_is_refused(lab: Lab) -> None:
     c = lab.client()
-    with pytest.raises(redis.ResponseError, match="invalid-arguments"):
+    with pytest.raises(redis.ResponseError, match="anatomy_hidden_key: invalid-arguments: "):
         lab.script("anatomy_hidden_key", c)(keys=[lab.key("plain")], args=[lab.key("other"), "v"])
     assert lab.ns.keys(c) == []
 
 
 def test_wrong_argument_count_is_an_error_and_writes_nothing(lab: Lab) -> None:
     c = lab.client()
-    with pytest.raises(redis.ResponseError, match="invalid-arguments"):
+    with pytest.raises(redis.ResponseError, match="anatomy_hidden_key: invalid-arguments: "):
         lab.script("anatomy_hidden_key", c)(keys=[lab.ns.tagged("a", "declared")], args=["only-one"])
     assert lab.ns.keys(c) == []
 

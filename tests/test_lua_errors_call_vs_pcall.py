@@ -31,5 +31,5 @@ def test_pcall_returns_the_error_text_to_the_script(lab: Lab) -> None:
 
 @pytest.mark.parametrize("args", [[], ["both"], ["call", "extra"]])
 def test_bad_mode_is_refused(lab: Lab, args: list[str]) -> None:
-    with pytest.raises(redis.ResponseError, match="invalid-arguments"):
+    with pytest.raises(redis.ResponseError, match="errors_call_vs_pcall: invalid-arguments: "):
         lab.script("errors_call_vs_pcall")(keys=[lab.key("n")], args=args)

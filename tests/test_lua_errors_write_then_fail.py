@@ -30,6 +30,6 @@ def test_a_failing_incr_raises_and_the_order_written_before_it_stays(lab: Lab, b
 
 def test_wrong_key_count_writes_nothing(lab: Lab) -> None:
     c = lab.client()
-    with pytest.raises(redis.ResponseError, match="invalid-arguments"):
+    with pytest.raises(redis.ResponseError, match="errors_write_then_fail: invalid-arguments: "):
         lab.script("errors_write_then_fail", c)(keys=[lab.key("o")], args=["book"])
     assert lab.ns.keys(c) == []

@@ -32,5 +32,5 @@ def test_error_case_raises_its_error_text(lab: Lab) -> None:
 
 @pytest.mark.parametrize("args", [[], ["nope"], ["NIL"]])
 def test_unknown_case_is_an_error(lab: Lab, args: list[str]) -> None:
-    with pytest.raises(redis.ResponseError, match="unknown-case"):
+    with pytest.raises(redis.ResponseError, match="return_conversions: unknown-case: "):
         lab.script("return_conversions")(args=args)

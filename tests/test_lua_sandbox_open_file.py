@@ -21,5 +21,5 @@ def test_a_real_server_refuses_io_and_the_embedded_backend_opens_the_file(lab: L
 
 
 def test_a_missing_path_is_an_argument_error(lab: Lab) -> None:
-    with pytest.raises(redis.ResponseError, match="invalid-arguments"):
+    with pytest.raises(redis.ResponseError, match="sandbox_open_file: invalid-arguments: "):
         lab.script("sandbox_open_file")()
