@@ -6,30 +6,45 @@ from benchmarks import ratelimit_cost as bench
 from benchmarks.__main__ import benchmark_names
 from helpers import Lab
 from helpers.instruments.measure import summarize
+from races import ratelimit as rl
 
 
 def test_runner_finds_the_ratelimit_benchmark() -> None:
     assert "ratelimit_cost" in benchmark_names()
 
 
-def test_report_prints_medians_and_cost_ratios_against_naive() -> None:
-    throughput = {"naive": {1: summarize([1000.0, 900.0, 1100.0]), 8: summarize([4000.0])},
-                  "lua": {1: summarize([500.0]), 8: summarize([8000.0])}}
-    text = bench.report("real", "8.6.3", throughput, {"8 threads": [3, 5, 7]})
+def test_the_benchmark_times_the_limiters_of_races_ratelimit_themselves() -> None:
+    assert bench.STRATEGIES == {"naive": rl.naive_allow, "lua": rl.lua_allow, "watch": rl.watch_allow,
+                                "incr-first": rl.incr_first_allow, "multi": rl.multi_allow, "ifeq": rl.ifeq_allow}
+
+
+def test_report_prints_medians_cost_ratios_round_trips_and_retries() -> None:
+    point = lambda samples, rt, retries: bench.Point(summarize(samples), rt, retries)  # noqa: E731
+    table = {"naive": {1: point([1000.0, 900.0, 1100.0], 2.0, 0.0), 8: point([4000.0], 2.0, 0.0)},
+             "lua": {1: point([500.0], 1.0, 0.0), 8: point([8000.0], 1.0, 0.0)},
+             "watch": {1: point([250.0], 3.0, 0.0), 8: point([400.0], 4.5, 0.5)}}
+    text = bench.report("real", "8.6.3", table, {"8 threads": [3, 5, 7]})
     lua = next(line for line in text.splitlines() if line.startswith("lua "))
     assert "500 (500-500)" in lua and "2.00x" in lua and "0.50x" in lua
     naive = next(line for line in text.splitlines() if line.startswith("naive "))
     assert "1,000 (910-1,090)" in naive and naive.count("1.00x") == 2
+    watch = next(line for line in text.splitlines() if line.startswith("watch "))
+    assert watch.split()[-2:] == ["4.50", "0.50"] and watch.split()[4:6] == ["3.00", "0.00"]
     assert text.endswith("naive overshoot, 8 threads: 3/3 runs over the limit; +3..+7 requests "
                          "(median 5% of the limit of 100)")
 
 
 def test_measure_throughput_covers_every_strategy_and_client_count(lab: Lab) -> None:
-    names = bench.strategies_for(lab)
-    table = bench.measure_throughput(lab, names, clients=[1, 2], requests=8, repeats=1)
-    assert list(table) == list(names)
-    assert all(set(per) == {1, 2} and all(s.n == 1 and s.median > 0 for s in per.values())
+    strategies = bench.strategies_for(lab)
+    table = bench.measure_throughput(lab, strategies, clients=[1, 2], requests=8, repeats=1)
+    assert list(table) == list(strategies)
+    assert all(set(per) == {1, 2} and all(p.throughput.n == 1 and p.throughput.median > 0 for p in per.values())
                for per in table.values())
+    # One client, every request admitted: the round trips per request are exact (first hit included).
+    alone = {name: per[1].round_trips for name, per in table.items()}
+    expected = {"naive": 2 + 1 / 8, "lua": 1, "watch": 3, "incr-first": 1 + 1 / 8, "multi": 1, "ifeq": 2}
+    assert alone == {name: expected[name] for name in alone}
+    assert all(per[1].retries == 0 for per in table.values())
 
 
 def test_naive_overshoots_in_every_threaded_run(lab: Lab) -> None:

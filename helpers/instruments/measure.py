@@ -10,15 +10,19 @@
 * ``loglog_slope(sizes, seconds)``: how a cost grows with size (about 1 for O(N), about 0 for O(1)).
 * ``server_usec_per_call(client, command, run)``: microseconds Redis itself spent per call of
   ``command`` while ``run()`` ran, from ``INFO commandstats`` (a real server only).
+* ``compare_strategies(lab, {name: fn}, client_counts, requests, repeats)``: threaded runs of
+  several strategies, taking turns run by run, so a load spike hits them all alike.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from helpers.instruments.race import run_clients
 
 
 @dataclass(frozen=True)
@@ -157,3 +161,32 @@ def server_usec_per_call(client: Any, command: str, run: Callable[[], Any]) -> t
     after = _commandstats(client, command)
     calls = after[0] - before[0]
     return result, ((after[1] - before[1]) / calls if calls else None)
+
+
+def compare_strategies(lab: Any, strategies: Mapping[str, Callable[[Any], Any]], client_counts: Sequence[int],
+                       requests: int, repeats: int, reset: Callable[[Any], Any] | None = None,
+                       warmup: int = 1, **run_kwargs: Any) -> dict[str, dict[int, list[Any]]]:
+    """Return {name: {clients: [RunResult of each timed run]}}, the strategies taking turns run by run.
+
+    For each client count, every repetition runs every strategy once with run_clients (after
+    reset(client), e.g. deleting the key they share), ``requests`` calls split over the clients;
+    the first ``warmup`` repetitions are not kept. run_kwargs (e.g. mode) go to run_clients.
+    """
+    _check_counts(warmup, repeats)
+    if requests < 1 or not client_counts or min(client_counts) < 1:
+        raise ValueError(f"need requests >= 1 and client counts >= 1, got {requests} and {list(client_counts)}")
+    results: dict[str, dict[int, list[Any]]] = {name: {n: [] for n in client_counts} for name in strategies}
+    observer = lab.client()
+    try:
+        for clients in client_counts:
+            for rep in range(warmup + repeats):
+                for name, fn in strategies.items():
+                    if reset is not None:
+                        reset(observer)
+                    result = run_clients(lab, fn, clients=clients, iterations=max(1, requests // clients),
+                                         **run_kwargs)
+                    if rep >= warmup:
+                        results[name][clients].append(result)
+    finally:
+        lab.release(observer)
+    return results
