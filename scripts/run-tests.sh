@@ -5,11 +5,35 @@
 # passes run on throwaway servers pre-filled with foreign data: one redis-server, then a 3-node
 # cluster.
 # RACELAB_REQUIRE_REAL=1 (set by .ci/run) turns a missing real server into a failure.
+# RACELAB_MATRIX=1 adds the backend matrix: every notebook again on Debian's Redis 7.0 and on
+# Valkey 9 (scripts/get-other-servers.sh puts them in .redis/), where cells that need what the
+# server lacks must skip and say so.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
 NBVAL=(--nbval --nbval-cell-timeout=120 --nbval-sanitize-with notebooks/sanitize.cfg)
 status=0
+
+# A REDIS_URL that does not answer fails here, within 10 s, in one line: not after every test.
+PING_REDIS_URL='
+import os, re, sys
+import redis
+url = os.environ["REDIS_URL"]
+shown = re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
+try:
+    redis.Redis.from_url(url, socket_connect_timeout=3, socket_timeout=3, retry=None).ping()
+except Exception as exc:  # whatever went wrong is the one-line reason
+    sys.exit(f"REDIS_URL={shown} fails PING (3 s timeout): {type(exc).__name__}: {exc}")
+'
+if [ -n "${REDIS_URL:-}" ]; then
+    why=$(timeout 10 $PY -c "$PING_REDIS_URL" 2>&1)
+    rc=$?
+    if [ $rc -ne 0 ]; then
+        [ $rc -eq 124 ] && why="REDIS_URL does not answer PING within 10 s"
+        echo "run-tests: ${why##*$'\n'}" >&2
+        exit 1
+    fi
+fi
 
 # pytest exits 5 when it collected no test: that must not pass as success.
 run() {
@@ -39,6 +63,20 @@ if [ $have_real = 1 ]; then
         # The multi-node story: the same notebooks, unchanged, on a 3-node cluster of real servers.
         run $PY -m helpers run --cluster --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
     fi
+fi
+# The backend matrix: the notebooks as a learner with only Redis 7.0, or only Valkey, runs them
+# (their own throwaway servers use that binary too). Outputs differ where cells skip, so only
+# errors and failed asserts count (--nbval-lax).
+if [ "${RACELAB_MATRIX:-}" = 1 ]; then
+    for binary in .redis/7.0/bin/redis-server .redis/valkey/bin/valkey-server; do
+        if [ ! -x "$binary" ]; then
+            echo "run-tests: RACELAB_MATRIX=1 but $binary is missing (run scripts/get-other-servers.sh)" >&2
+            status=1
+            continue
+        fi
+        run $PY -m helpers run --binary "$binary" --shared -- \
+            $PY -m pytest --nbval-lax --nbval-cell-timeout=120 notebooks
+    done
 fi
 echo
 if [ $status -eq 0 ]; then echo "run-tests: all passed"; else echo "run-tests: FAILED" >&2; fi
