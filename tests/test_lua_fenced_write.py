@@ -137,18 +137,17 @@ def test_keys_that_are_equal_or_do_not_share_a_hash_tag_are_an_error_and_nothing
 
 
 def test_concurrent_writers_never_let_an_older_token_overwrite_a_newer_one(lab: Lab) -> None:
-    from helpers.instruments.race import run_clients
+    from helpers import lua, run_clients
 
     resource, fence = keys_of(lab)
     tokens = list(range(1, 64 * 4 + 1))
     random.Random(7).shuffle(tokens)
+    write = lua(STEM)
 
-    def writer(ctx) -> tuple[int, bool]:
-        script = ctx.local.setdefault("s", lab.script(STEM, ctx.client))
-        token = tokens[ctx.client_id * 4 + ctx.iteration]
-        return token, script(keys=[resource, fence], args=[token, f"from {token}"]) == 1
+    def writer(client, token: int) -> tuple[int, bool]:
+        return token, write(keys=[resource, fence], args=[token, f"from {token}"], client=client) == 1
 
-    run = run_clients(lab, writer, clients=64, iterations=4)
+    run = run_clients(lab, writer, inputs=[tokens[i * 4:(i + 1) * 4] for i in range(64)])  # 64 clients x 4
     accepted = [token for op_client, _, (token, ok) in sorted(run.outcomes) if ok]
     c = lab.client()
     assert max(tokens) in accepted

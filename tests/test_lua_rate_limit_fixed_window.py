@@ -9,7 +9,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from helpers import Lab
+from helpers import Lab, lua
 from helpers.instruments.race import run_clients
 
 STEM = "rate_limit_fixed_window"
@@ -155,12 +155,13 @@ def test_limit_is_accepted_exactly_when_it_is_a_canonical_decimal_in_range(lab: 
 def test_32_concurrent_clients_never_admit_more_than_the_limit(lab: Lab) -> None:
     key, limit, clients, each = lab.key("w"), 100, 32, 10
 
-    def request(ctx) -> tuple[int, int]:
-        status, count = ctx.local["script"](keys=[key], args=[limit, 60])
+    limiter = lua(STEM)
+
+    def request(client) -> tuple[int, int]:
+        status, count = limiter(keys=[key], args=[limit, 60], client=client)
         return status, count
 
-    result = run_clients(lab, request, clients=clients, iterations=each,
-                         prepare=lambda ctx: ctx.local.update(script=lab.script(STEM, ctx.client)))
+    result = run_clients(lab, request, clients=clients, iterations=each)
     replies = [value for _, _, value in result.outcomes]
     assert [status for status, _ in replies].count(1) == limit
     assert [status for status, _ in replies].count(0) == clients * each - limit

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 import redis
 
-from helpers import Lab
+from helpers import Lab, lua
 from helpers.instruments.race import run_clients
 
 STEM = "reserve_seats"
@@ -100,10 +100,12 @@ def test_concurrent_bookings_never_oversell(lab: Lab) -> None:
     keys = show_keys(lab)
     lab.client().set(keys[0], 10)
 
-    def customer(ctx: Any) -> str:
-        return lab.script(STEM, ctx.client)(keys=keys, args=[f"c{ctx.client_id}", 3])[0]
+    reserve = lua(STEM)
 
-    result = run_clients(lab, customer, clients=8, iterations=1)
+    def customer(client: Any, booking: str) -> str:
+        return reserve(keys=keys, args=[booking, 3], client=client)[0]
+
+    result = run_clients(lab, customer, inputs=[[f"c{i}"] for i in range(8)])  # 8 clients, 1 booking each
     outcomes = [reply for _client, _iteration, reply in result.outcomes]
     c = lab.client()
     assert outcomes.count("RESERVED") == 3 and outcomes.count("SOLD_OUT") == 5
