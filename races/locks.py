@@ -1,4 +1,4 @@
-"""A lock on one Redis key, as an application writes it: acquire, every way to release it, extend, fencing.
+"""A lock on one Redis key, as an application writes it: acquire, release, extend, fencing.
 
 The lock is the pattern of the Redis ``SET`` docs: ``SET key token NX PX ttl`` with a token of
 20 random bytes, so that only the client that wrote the token can recognise the lock as its own.
@@ -68,7 +68,7 @@ def release_blind(client: redis.Redis, key: str, token: str) -> bool:
 
 
 def release_check_then_del(client: redis.Redis, key: str, token: str) -> bool:
-    """Return True if GET matched token and the DEL after it deleted the key. BROKEN: check, then act."""
+    """Return True if GET matched token and the DEL after it deleted the key. BROKEN: see above."""
     if client.get(key) != token:
         return False
     return client.delete(key) == 1
@@ -82,16 +82,16 @@ def release_lua(client: redis.Redis, key: str, token: str) -> bool:
 
 
 def release_lua_checked(client: redis.Redis, key: str, token: str) -> str:
-    """Return "released", "expired" (key missing) or "stolen" (another token), from lock_release_checked.lua."""
+    """Return lua/lock_release_checked.lua's verdict: "released", "expired" or "stolen"."""
     reply = lua("lock_release_checked")(keys=[key], args=[token], client=client)
     return {1: RELEASED, None: EXPIRED, -1: STOLEN}[reply]
 
 
 def release_watch(client: redis.Redis, key: str, token: str, max_attempts: int = 10) -> bool:
-    """Return True if WATCH, GET == token, MULTI / DEL / EXEC deleted the key; GaveUp after max_attempts."""
+    """Return True if WATCH, GET == token, MULTI / DEL / EXEC deleted the key (GaveUp: no luck)."""
     if max_attempts < 1:
         raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
-    with client.pipeline() as pipe:
+    with client.pipeline(transaction=True) as pipe:
         for _ in range(max_attempts):
             try:
                 pipe.watch(key)
@@ -119,7 +119,7 @@ def release_digest(client: redis.Redis, key: str, token: str) -> bool:
 # --- extend ---------------------------------------------------------------------------------
 
 def extend_ifeq(client: redis.Redis, key: str, token: str, ttl_ms: int) -> bool:
-    """Return True if SET key token IFEQ token PX ttl_ms (Redis >= 8.4) renewed the lease to ttl_ms."""
+    """Return True if SET key token IFEQ token PX ttl_ms (Redis >= 8.4) renewed the lease."""
     return bool(client.execute_command("SET", key, token, "IFEQ", token, "PX", ttl_ms))
 
 
@@ -130,13 +130,16 @@ def extend_lua(client: redis.Redis, key: str, token: str, ttl_ms: int) -> bool:
 
 # --- fencing --------------------------------------------------------------------------------
 
-def acquire_fenced(client: redis.Redis, key: str, fence_key: str, token: str, ttl_ms: int) -> int | None:
-    """Return a fencing token (INCR fence_key, in one MULTI/EXEC with SET NX PX) if the lock was taken, else None.
+def acquire_fenced(client: redis.Redis, key: str, fence_key: str, token: str,
+                   ttl_ms: int) -> int | None:
+    """Return a fencing token if SET key token NX PX ttl_ms took the lock, else None.
 
-    If the INCR fails (fence_key is not a counter), a lock just taken is released before the error
-    is raised: the caller never holds a lock it was told it did not get.
+    The token is INCR fence_key, in the same MULTI/EXEC as the SET, so every grant gets a larger
+    number than the grants before it. If the INCR fails (fence_key is not a counter), a lock just
+    taken is released before the error is raised: the caller never holds a lock it was told it
+    did not get.
     """
-    with client.pipeline() as pipe:
+    with client.pipeline(transaction=True) as pipe:
         pipe.set(key, token, nx=True, px=ttl_ms).incr(fence_key)
         taken, fence = pipe.execute(raise_on_error=False)
     if isinstance(fence, Exception):
@@ -146,8 +149,9 @@ def acquire_fenced(client: redis.Redis, key: str, fence_key: str, token: str, tt
     return fence if taken else None
 
 
-def write_fenced(client: redis.Redis, resource: str, fence_key: str, fence: int, value: str) -> bool:
-    """Return True if lua/fenced_write.lua wrote value (fence >= the highest seen), False if it refused a stale one."""
+def write_fenced(client: redis.Redis, resource: str, fence_key: str, fence: int,
+                 value: str) -> bool:
+    """Return True if lua/fenced_write.lua wrote value, False if it refused fence as stale."""
     return lua("fenced_write")(keys=[resource, fence_key], args=[fence, value], client=client) == 1
 
 

@@ -7,8 +7,11 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from helpers.instruments.race import Op
-from helpers.instruments.history import Span, hold_spans, overlaps, plot_timeline, spans_of
+from helpers.instruments.history import (EXPIRY_SLACK_NS, Op, Span, hold_spans, lease_span, overlaps,
+                                         spans_of)
+from helpers.instruments.plots import plot_timeline
+
+MS = 1_000_000
 
 
 def test_spans_of_different_clients_that_intersect_overlap() -> None:
@@ -53,6 +56,24 @@ def test_hold_spans_run_from_acquire_end_to_release_start() -> None:
                        released=lambda op: op.label == "release")
     assert spans == [Span(0, 2, 9), Span(1, 6, 12), Span(2, 7, 7, "holds lock (never released)")]
     assert [(o.first.client, o.second.client) for o in overlaps(spans)] == [(0, 1)]
+
+
+def test_lease_span_ends_at_letting_go_or_at_the_surest_end_of_the_lease() -> None:
+    assert lease_span("A", 0, 1 * MS, 5 * MS, 10 * MS) == Span("A", 1 * MS, 5 * MS, "valid lease")
+    assert lease_span("A", 0, 1 * MS, 50 * MS, 10 * MS) == Span("A", 1 * MS, 10 * MS - EXPIRY_SLACK_NS,
+                                                                "valid lease")
+
+
+def test_lease_span_is_none_when_the_grant_came_back_after_the_lease_surely_ended() -> None:
+    assert lease_span("A", 0, 20 * MS, 30 * MS, 10 * MS) is None
+
+
+def test_lease_spans_overlap_only_when_two_valid_leases_meet() -> None:
+    stalled = lease_span("A", 0, 1 * MS, 60 * MS, 10 * MS)  # let go long after its lease ended
+    after = lease_span("B", 9 * MS, 10 * MS, 15 * MS, 10 * MS)  # took the lock once A's lease ran out
+    assert overlaps([stalled, after]) == []
+    inside = lease_span("C", 12 * MS, 13 * MS, 20 * MS, 10 * MS)  # got in while B's lease was valid
+    assert [(o.first.client, o.second.client) for o in overlaps([stalled, after, inside])] == [("B", "C")]
 
 
 def test_timeline_renders_lanes_ops_and_overlaps_to_png(tmp_path: Path) -> None:

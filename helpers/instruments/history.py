@@ -116,7 +116,7 @@ EXPIRY_SLACK_NS = 2_000_000
 
 def lease_span(client: int | str, asked_ns: int, got_ns: int, letting_go_ns: int, lease_ns: int,
                slack_ns: int = EXPIRY_SLACK_NS, label: str = "valid lease") -> Span | None:
-    """Return the span in which client certainly held a lease, or None if it may not have held it at all.
+    """Return the span in which client certainly held a lease (None: maybe it never held it).
 
     The lease was requested at asked_ns (the request that took it was sent no earlier) and granted
     by got_ns (its reply came back); it lasts lease_ns on the server, and the holder let go at
