@@ -1,4 +1,4 @@
-"""Harness overhead: plain INCR ops/s through run_clients/run_processes versus redis-benchmark.
+"""Harness overhead: what run_clients, run_processes and each client mode add to a plain INCR.
 
 On a throwaway redis-server (helpers.backend.server), each round measures side by side:
 
@@ -7,10 +7,21 @@ On a throwaway redis-server (helpers.backend.server), each round measures side b
 * ``run_processes`` with 8 processes (true parallelism);
 * ``redis-benchmark -t incr -P 1 -c N`` with N = 1 and 8 (the server's own client, in C).
 
-Every configuration runs once per round, in the same order, after a warm-up round; the table
-shows the median over rounds with min-max, and the ratios harness / redis-benchmark at the same
-client count. Rounds are short and many, so that load from other processes on a shared machine
-falls on every configuration alike instead of on whichever ran during a busy minute. Usage: ``python -m benchmarks harness_overhead [--ops N] [--rounds R]``.
+and the cost of each client mode (``helpers.backend.modes``), one INCR per call in a bare loop:
+
+* redis-py alone: a client with no mode, the baseline (one loopback round trip per call);
+* straight: the mode's connection counts round trips, commands and retries;
+* think with 0 s: straight plus ``time.sleep(0)`` before each round trip;
+* gated: each INCR is one step granted by ``ScheduleRun.step`` (two thread hand-offs and a trace
+  row per round trip).
+
+The modes take turns in blocks of 100 INCRs; a mode's overhead is the median over paired blocks of
+its ns per call minus the baseline's, also given as a fraction of one loopback round trip (the
+baseline's median). Every configuration runs once per round, in the same order,
+after a warm-up round; tables show the median over rounds with min-max. Rounds are short and
+many, so that load from other processes on a shared machine falls on every configuration alike
+instead of on whichever ran during a busy minute. Usage:
+``python -m benchmarks harness_overhead [--ops N] [--rounds R]``.
 """
 
 from __future__ import annotations
@@ -20,43 +31,91 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from helpers.backend.lab import connect
-from helpers.instruments.race import run_clients, run_processes
+import redis
+
+from helpers.backend import embedded
+from helpers.backend.lab import Lab, connect
 from helpers.backend.server import find_binary
+from helpers.instruments.race import run_clients, run_processes
+from helpers.instruments.schedule import ScheduleRun
+
+BASELINE = "redis-py alone (no mode)"
+GATED = "gated (ScheduleRun.step)"
+MODES = (BASELINE, "straight", "think, 0 s", GATED)
 
 
-def incr(key: str) -> Callable[[Any], Any]:
-    """Return a client function that INCRs key once."""
-    def fn(ctx: Any) -> Any:
-        return ctx.client.incr(key)
-    return fn
+def incr_once(client: redis.Redis, key: str) -> int:
+    """INCR key once; return the new value (the strategy every configuration runs)."""
+    return client.incr(key)
 
 
-def bare_loop(lab: Any, key: str, ops: int) -> float:
-    """Return INCR/s of one redis-py client in a plain loop (no harness)."""
-    client = lab.client()
-    try:
-        client.ping()
-        started = time.perf_counter()
-        for _ in range(ops):
+def noop(client: redis.Redis) -> None:
+    """Do nothing with the client (measures the harness alone)."""
+    return None
+
+
+def bare_loop(client: redis.Redis, key: str, ops: int) -> float:
+    """Return ns per INCR of client in a plain loop (no harness), after one PING to connect."""
+    client.ping()
+    started = time.perf_counter_ns()
+    for _ in range(ops):
+        client.incr(key)
+    return (time.perf_counter_ns() - started) / ops
+
+
+def plain_client(lab: Lab) -> redis.Redis:
+    """Return a redis-py client of lab's server (one server, not a cluster) with no client mode."""
+    if lab.kind == "embedded":
+        return embedded.new_client(lab._server, decode_responses=True)
+    return redis.Redis.from_url(lab.url, decode_responses=True)
+
+
+def _timed_block(send: Callable[[], Any], block: int) -> float:
+    started = time.perf_counter_ns()
+    for _ in range(block):
+        send()
+    return (time.perf_counter_ns() - started) / block
+
+
+def mode_ns_per_call(lab: Lab, key: str, blocks: int, block: int = 100) -> dict[str, list[float]]:
+    """Return {mode: ns per INCR of each block} for redis-py alone and each client mode.
+
+    The modes take turns block by block (block INCRs each), so that a burst of load on the
+    machine falls on neighbouring blocks of every mode alike; the i-th blocks form a pair.
+    """
+    def actor(client: redis.Redis) -> None:  # the gated client's INCRs, granted step by step
+        for _ in range(blocks * block):
             client.incr(key)
-        return ops / (time.perf_counter() - started)
+
+    clients = {BASELINE: plain_client(lab), "straight": lab.client(mode="straight"),
+               "think, 0 s": lab.client(mode="think", think_s=0.0)}
+    result: dict[str, list[float]] = {name: [] for name in MODES}
+    try:
+        for client in clients.values():
+            client.ping()  # connect before timing
+        with ScheduleRun(lab, {"A": actor}) as run:
+            for _ in range(blocks):
+                for name, client in clients.items():
+                    result[name].append(_timed_block(partial(client.incr, key), block))
+                result[GATED].append(_timed_block(partial(run.step, "A"), block))
     finally:
-        lab.release(client)
+        clients.pop(BASELINE).close()
+        for client in clients.values():
+            lab.release(client)
+    return result
 
 
-def harness_ns_per_call(lab: Any, calls: int = 100_000, rounds: int = 5) -> tuple[float, float]:
-    """Return (ns per call through run_clients, ns per bare call) of a no-op client_fn, medians over rounds."""
-    def noop(ctx: Any) -> None:
-        return None
+def harness_ns_per_call(lab: Lab, calls: int = 100_000, rounds: int = 5) -> tuple[float, float]:
+    """Return (ns per call through run_clients, ns per bare call) of a no-op strategy, medians over rounds."""
     harness, bare = [], []
     for _ in range(rounds):
         harness.append(1e9 / run_clients(lab, noop, clients=1, iterations=calls).throughput)
         started = time.perf_counter_ns()
         for _ in range(calls):
-            noop(None)
+            noop(None)  # type: ignore[arg-type]
         bare.append((time.perf_counter_ns() - started) / calls)
     return statistics.median(harness), statistics.median(bare)
 
@@ -74,14 +133,22 @@ def redis_benchmark(port: int, clients: int, ops: int) -> float:
     raise RuntimeError(f"no INCR line in redis-benchmark output:\n{out}")
 
 
-def configurations(lab: Any, port: int, key: str, ops: int) -> dict[str, Callable[[], float]]:
+def configurations(lab: Lab, port: int, key: str, ops: int) -> dict[str, Callable[[], float]]:
     """Return name -> a function measuring that configuration's INCR/s with about ops operations."""
+    fn = partial(incr_once, key=key)
+
+    def bare() -> float:
+        client = lab.client()
+        try:
+            return 1e9 / bare_loop(client, key, ops)
+        finally:
+            lab.release(client)
+
     return {
-        "redis-py bare loop, 1 thread": lambda: bare_loop(lab, key, ops),
-        "run_clients, 1 thread": lambda: run_clients(lab, incr(key), clients=1, iterations=ops).throughput,
-        "run_clients, 8 threads": lambda: run_clients(lab, incr(key), clients=8, iterations=ops // 8).throughput,
-        "run_processes, 8 processes": lambda: run_processes(lab, incr(key), clients=8,
-                                                            iterations=ops // 8).throughput,
+        "redis-py bare loop, 1 thread": bare,
+        "run_clients, 1 thread": lambda: run_clients(lab, fn, clients=1, iterations=ops).throughput,
+        "run_clients, 8 threads": lambda: run_clients(lab, fn, clients=8, iterations=ops // 8).throughput,
+        "run_processes, 8 processes": lambda: run_processes(lab, fn, clients=8, iterations=ops // 8).throughput,
         "redis-benchmark -c 1": lambda: redis_benchmark(port, 1, ops),
         "redis-benchmark -c 8": lambda: redis_benchmark(port, 8, ops * 4),
     }
@@ -93,19 +160,24 @@ RATIOS = [("run_clients, 1 thread", "redis-benchmark -c 1"),
           ("run_clients, 1 thread", "redis-py bare loop, 1 thread")]
 
 
-def measure_all(ops: int, rounds: int) -> dict[str, list[float]]:
-    """Return name -> INCR/s of each round (after one warm-up round), on a fresh throwaway server."""
+def measure_all(ops: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Return (name -> INCR/s per round, mode -> ns per INCR per block), after one warm-up round."""
+    blocks = max(1, ops // 100)
     with connect("bench_harness", backend="real") as lab:
         port = int(lab.url.rsplit(":", 1)[1].split("/")[0])
         key = lab.key("counter")
         configs = configurations(lab, port, key, ops)
         for measure in configs.values():  # warm-up: connections, imports, server allocations
             measure()
+        mode_ns_per_call(lab, key, blocks)
         samples: dict[str, list[float]] = {name: [] for name in configs}
+        modes: dict[str, list[float]] = {name: [] for name in MODES}
         for _ in range(rounds):
             for name, measure in configs.items():
                 samples[name].append(measure())
-        return samples
+            for name, values in mode_ns_per_call(lab, key, blocks).items():
+                modes[name].extend(values)
+        return samples, modes
 
 
 def report(samples: dict[str, list[float]]) -> str:
@@ -122,8 +194,34 @@ def report(samples: dict[str, list[float]]) -> str:
     return "\n".join(lines)
 
 
+def mode_report(modes: dict[str, list[float]]) -> str:
+    """Return the table of ns per INCR of each client mode, and its overhead in ns and per round trip.
+
+    A mode's overhead is the median over paired blocks of (its block - the baseline's block),
+    which cancels most of the load that a shared machine puts on both.
+    """
+    base = modes[BASELINE]
+    round_trip = statistics.median(base)
+    width = max(len(n) for n in modes)
+    lines = [f"{'client mode':<{width}}  {'ns per INCR (median)':>20}  {'p5-p95 of blocks':>19}  "
+             f"{'overhead ns':>11}  {'of one round trip':>17}"]
+    for name, values in modes.items():
+        low, *_, high = statistics.quantiles(values, n=20) if len(values) > 1 else (values[0], values[0])
+        spread = f"{low:,.0f}-{high:,.0f}"
+        if name == BASELINE:
+            overhead, share = "-", "-"
+        else:
+            extra = statistics.median(v - b for v, b in zip(values, base))
+            overhead, share = f"{extra:,.0f}", f"{extra / round_trip:.1%}"
+        lines.append(f"{name:<{width}}  {statistics.median(values):>20,.0f}  {spread:>19}  "
+                     f"{overhead:>11}  {share:>17}")
+    lines.append(f"(one loopback round trip: the {BASELINE} median, {round_trip / 1000:,.1f} µs; "
+                 f"{len(base)} blocks per mode)")
+    return "\n".join(lines)
+
+
 def main(argv: list[str]) -> int:
-    """Measure and print the table; return 0."""
+    """Measure and print the tables; return 0."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks harness_overhead", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ops", type=int, default=5_000, help="INCRs per configuration and round")
@@ -131,14 +229,18 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.ops < 8 or args.rounds < 1:
         parser.error("need --ops >= 8 and --rounds >= 1")
-    samples = measure_all(args.ops, args.rounds)
+    samples, modes = measure_all(args.ops, args.rounds)
     print(f"{args.ops} INCRs per configuration (redis-benchmark -c 8: {args.ops * 4}), "
           f"{args.rounds} rounds after a warm-up round, one throwaway redis-server on loopback")
     print(report(samples))
+    print()
+    print(f"per-call cost of each client mode: INCRs in blocks of 100, the modes taking turns, "
+          f"{max(1, args.ops // 100)} blocks per mode and round, same server:")
+    print(mode_report(modes))
     with connect("bench_harness", backend="embedded") as lab:
         harness, bare = harness_ns_per_call(lab)
-    round_trip_ns = 1e9 / statistics.median(samples["redis-py bare loop, 1 thread"])
-    print(f"harness cost per call (no-op client_fn): {harness - bare:,.0f} ns over a bare call "
-          f"({harness:,.0f} vs {bare:,.0f} ns), {100 * (harness - bare) / round_trip_ns:.1f}% of one "
-          f"redis-py INCR round trip ({round_trip_ns / 1000:,.0f} µs)")
+    round_trip_ns = statistics.median(modes[BASELINE])
+    print(f"\nrun_clients cost per call (no-op strategy): {harness - bare:,.0f} ns over a bare call "
+          f"({harness:,.0f} vs {bare:,.0f} ns), {(harness - bare) / round_trip_ns:.1%} of one "
+          f"loopback INCR round trip ({round_trip_ns / 1000:,.1f} µs)")
     return 0
