@@ -7,8 +7,8 @@ from functools import partial
 import pytest
 
 from benchmarks import harness_overhead
-from helpers import run_clients
 from benchmarks.__main__ import benchmark_names, main
+from helpers import run_clients
 
 
 def test_runner_lists_every_benchmark_module(capsys: pytest.CaptureFixture[str]) -> None:
