@@ -285,6 +285,9 @@ def test_explore_from_the_start_finds_the_known_four_of_six(lab: Lab) -> None:
         assert isinstance(found, Exploration)
         assert (found.total, found.bad_count) == (6, 4)
         assert found.bad == ["ABAB", "ABBA", "BAAB", "BABA"]
+        text = str(stepper)
+        assert "every schedule from here (the start): 4 of 6 break the invariant" in text
+        assert "  BROKEN  ABAB  A=True  B=True" in text and "  ok      BBA  A=False  B=True" in text
 
 
 def test_explore_from_here_marks_the_breaking_continuations(lab: Lab) -> None:
@@ -434,9 +437,15 @@ def test_widget_follows_plain_calls_and_has_a_clock_button(lab: Lab) -> None:
         assert "(clock) TTL of lock runs out" in view.picture.value
 
 
-def test_a_closed_stepper_says_so(lab: Lab) -> None:
-    stepper = limiter_stepper(lab)
-    stepper.widget()
-    stepper.close()
-    with pytest.raises(ScheduleError, match="closed"):
-        stepper.step("A")
+def test_a_closed_stepper_says_so_and_reset_starts_it_again(lab: Lab) -> None:
+    with limiter_stepper(lab) as stepper:
+        stepper.widget()
+        view = stepper._view
+        stepper.play("AB")
+        stepper.close()
+        with pytest.raises(ScheduleError, match=r"closed \(reset\(\) starts it again\)"):
+            stepper.step("A")
+        assert view.buttons["A"].disabled and view.explore_button.disabled and not view.reset_button.disabled
+        assert "closed" in view.error.value and "GET demo" in view.picture.value  # the last picture stays
+        view.reset_button.click()
+        assert stepper.steps == [] and not view.buttons["A"].disabled and view.error.value == ""

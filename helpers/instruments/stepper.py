@@ -103,7 +103,7 @@ class Stepper:
     @property
     def _run(self) -> ScheduleRun:
         if not self._holder:
-            raise ScheduleError("this stepper is closed")
+            raise ScheduleError("this stepper is closed (reset() starts it again)")
         return self._holder[0]
 
     def _start(self) -> None:
@@ -157,11 +157,9 @@ class Stepper:
         return self
 
     def close(self) -> None:
-        """Stop the actors (their connections are closed) and the widget; the stepper is unusable after."""
+        """Stop the actors (their connections are closed); the widget stays, its Reset starts again."""
         _close_run(self._holder)
-        if self._view is not None:
-            self._view.close()
-            self._view = None
+        self._changed()
 
     def __enter__(self) -> "Stepper":
         return self
@@ -281,7 +279,7 @@ class Stepper:
         """Return schedule with the steps taken so far and the continuation apart: 'AB|AB'."""
         names = self._split(schedule)
         sep = "" if all(len(a) == 1 for a in self.actors) else " "
-        return sep.join(names[:n]) + "|" + sep.join(names[n:])
+        return sep.join(names[:n]) + "|" + sep.join(names[n:]) if n else sep.join(names)
 
     # --- static text and HTML ------------------------------------------------------------------
 
@@ -311,7 +309,7 @@ class Stepper:
     def html(self) -> str:
         """Return the same picture as an HTML fragment (a table, the waiting list, the verdict in colour)."""
         trace = self.trace
-        cell = 'style="text-align:left;padding:1px 8px;font-family:monospace"'
+        cell = 'style="text-align:left;padding:1px 8px;line-height:1.3;font-family:monospace"'
         head = ["step", "client", "command", "reply", "state after"] + (["invariant"] if self.invariant else [])
         rows = [f"<tr>{''.join(f'<th {cell}>{h}</th>' for h in head)}</tr>"]
         setup_row = TraceRow(0, "", "(setup)", "", trace.initial_state)
@@ -324,12 +322,13 @@ class Stepper:
                 tds += f'<td {cell}><span style="color:{colour};font-weight:bold">{word}</span></td>'
             rows.append(f"<tr>{tds}</tr>")
         results = "  ".join(f"{n} -> {t}" for n, t in trace.result_text.items())
-        waiting = "<br>".join(html.escape(w) for w in self._waiting_lines())
+        waiting = "<br>&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;".join(
+            html.escape(w) for w in self._waiting_lines())
         ok = self.invariant_holds
         colour = GREY if ok is None else GREEN if ok else RED
         parts = [f"<table>{''.join(rows)}</table>",
-                 f"<div style=\"font-family:monospace\">results: {html.escape(results)}</div>",
-                 f"<div style=\"font-family:monospace\"><b>waiting:</b><br>{waiting}</div>",
+                 f'<div style="font-family:monospace;line-height:1.3">results: {html.escape(results)}<br>'
+                 f"waiting: {waiting}</div>",
                  f'<div style="color:{colour};font-weight:bold">{html.escape(self.invariant_words())}</div>']
         explored = self._explored_lines()
         if explored and self._explored is not None:
@@ -410,7 +409,11 @@ class _StepperView:
         """Redraw the buttons and the picture from the stepper's state."""
         if not keep_error:
             self.error.value = ""
-        if not self.stepper._holder:  # closed
+        if not self.stepper._holder:  # closed: the last picture stays, Reset starts again
+            for button in [*self.buttons.values(), self.explore_button]:
+                button.disabled = True
+            self.error.value = (f'<div style="color:{GREY}">this stepper is closed (its connections too): '
+                                f"Reset starts it again</div>")
             return
         run = self.stepper._run
         waiting, results = run.waiting_on(), run.trace().result_text
@@ -426,9 +429,3 @@ class _StepperView:
                 button.tooltip = "finished"
                 button.disabled, button.button_style = True, "info"
         self.picture.value = self.stepper.html()
-
-    def close(self) -> None:
-        """Close every widget of the view."""
-        for widget in [*self.buttons.values(), self.reset_button, self.explore_button, self.picture,
-                       self.error, *self.box.children, self.box]:
-            widget.close()
