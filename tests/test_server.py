@@ -1,11 +1,18 @@
-"""Throwaway servers: they start on loopback with no persistence, and leave nothing behind."""
+"""Throwaway servers: they start on loopback with no persistence, and leave nothing behind, not
+even when the process that started them is killed with SIGKILL."""
 
+import os
 import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import pytest
 import redis
 
-from helpers.backend.server import RedisServer, ServerNotFound, find_binary, parse_version
+from helpers.backend.server import (BINARY_VARIABLE, RedisServer, ServerNotFound, find_binary, parse_version,
+                                    server_description)
 
 
 def test_parse_version():
@@ -14,7 +21,7 @@ def test_parse_version():
 
 
 def test_find_binary_refuses_too_old_versions():
-    with pytest.raises(ServerNotFound, match="no redis-server >= 99"):
+    with pytest.raises(ServerNotFound, match=r"no redis-server >= 99\.0\.0 \(found: 8\."):
         find_binary(min_version=(99, 0, 0))
 
 
@@ -46,3 +53,110 @@ def test_cluster_has_three_primaries_covering_all_slots(cluster_url):
         assert int(c.cluster_info()["cluster_slots_assigned"]) == 16384
     finally:
         c.close()
+
+
+# A "kernel": a process that starts throwaway servers the way a notebook does, prints their
+# pids and ports, then waits to be killed.
+_KERNEL = """
+import os, sys, time
+from helpers.backend.server import RedisClusterServer, RedisServer
+if os.environ.get("RACELAB_TEST_NO_WATCHDOG"):  # shows that the test fails without the watchdog
+    RedisServer._start_watchdog = lambda self: None
+server = (RedisClusterServer() if sys.argv[1] == "cluster" else RedisServer()).start()
+nodes = server.servers if sys.argv[1] == "cluster" else [server]
+print(" ".join(f"{s.process.pid}:{s.port}" for s in nodes), flush=True)
+time.sleep(120)
+"""
+
+
+def _need_binary() -> None:
+    try:
+        find_binary()
+    except ServerNotFound as exc:
+        if os.environ.get("RACELAB_REQUIRE_REAL") == "1":
+            pytest.fail(f"RACELAB_REQUIRE_REAL=1 but {exc}", pytrace=False)
+        pytest.skip(str(exc))
+
+
+def _alive(pid: int) -> bool:
+    """Return True while pid is a running (not zombie) process."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _answers(port: int) -> bool:
+    with redis.Redis(port=port, socket_connect_timeout=1, socket_timeout=1, retry=None) as c:
+        try:
+            return bool(c.ping())
+        except redis.ConnectionError:
+            return False
+
+
+@pytest.mark.parametrize("shape", ["server", "cluster"])
+def test_no_server_outlives_a_kernel_killed_with_sigkill(shape):
+    _need_binary()
+    kernel = subprocess.Popen([sys.executable, "-c", _KERNEL, shape], stdout=subprocess.PIPE, text=True)
+    try:
+        nodes = [tuple(map(int, n.split(":"))) for n in kernel.stdout.readline().split()]
+        assert len(nodes) == (3 if shape == "cluster" else 1)
+        assert all(_alive(pid) and _answers(port) for pid, port in nodes)
+    finally:
+        kernel.kill()  # SIGKILL: no atexit, no finally, no context manager runs in the kernel
+        kernel.wait()
+        kernel.stdout.close()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid, _ in nodes) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid, _ in nodes if _alive(pid)] == []
+    assert [port for _, port in nodes if _answers(port)] == []
+
+
+def test_server_started_in_a_thread_outlives_the_thread(owned_server):
+    # PR_SET_PDEATHSIG would kill it when the starting thread ends: the watchdog must not.
+    started = []
+    thread = threading.Thread(target=lambda: started.append(RedisServer().start()))
+    thread.start()
+    thread.join()
+    server = started[0]
+    try:
+        time.sleep(0.2)
+        assert server.is_running() and server.client().ping()
+    finally:
+        server.stop()
+
+
+def test_stop_ends_the_watchdog_too(owned_server):
+    watchdog = owned_server.watchdog
+    assert watchdog is not None and watchdog.poll() is None
+    owned_server.stop()
+    assert watchdog.poll() is not None and owned_server.watchdog is None
+
+
+def _fake_binary(tmp_path: Path, name: str, line: str) -> Path:
+    path = tmp_path / name
+    path.write_text(f"#!/bin/sh\necho '{line}'\n")
+    path.chmod(0o755)
+    return path
+
+
+def test_find_binary_says_which_version_it_found(tmp_path, monkeypatch):
+    old = _fake_binary(tmp_path, "redis-server", "Redis server v=7.0.15 sha=00000000:0 malloc=libc bits=64")
+    monkeypatch.setenv(BINARY_VARIABLE, str(old))
+    with pytest.raises(ServerNotFound, match=r"no redis-server >= 8\.4\.0 \(found: 7\.0\.15 at "):
+        find_binary()
+    assert find_binary(min_version=(7, 0)) == old
+
+
+def test_the_binary_variable_is_the_only_server_considered(tmp_path, monkeypatch):
+    monkeypatch.setenv(BINARY_VARIABLE, str(tmp_path / "missing-server"))
+    with pytest.raises(ServerNotFound, match=r"found: none; looked in \$RACELAB_REDIS_SERVER="):
+        find_binary()
+
+
+def test_server_description_names_the_product(tmp_path):
+    valkey = _fake_binary(tmp_path, "valkey-server", "Valkey server v=9.1.2 sha=00000000:1 malloc=libc")
+    assert server_description(valkey) == "valkey-server 9.1.2"
+    assert server_description(find_binary()).startswith("redis-server 8.")
