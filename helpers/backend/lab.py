@@ -453,8 +453,11 @@ def connect(notebook: str = "adhoc", backend: str | None = None, url: str | None
         lab.version = lab.server.version
         lab.caps = probe_capabilities(probe, ns.key("__probe__"), cluster=lab.kind == "cluster",
                                       server=lab.server.label())
-    except BaseException:
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
         lab.close()  # a server this call started must not outlive the failure
+        raise ServerUnavailable(f"cannot use the Redis server at {redacted(lab.url or '')}: {exc}") from exc
+    except BaseException:
+        lab.close()
         raise
     finally:
         lab._close_client(probe)
