@@ -44,11 +44,10 @@ class Lua:
 
 
 def lex(text: str, name: str = "fragment") -> Lua:
-    """Return text with its comments blanked and its string literals listed (a small Lua lexer)."""
+    """Return text lexed: its code without comments, and its string literals (a small Lua lexer)."""
     lua, out, bare, i = Lua(name, text), [], [], 0
     long_open = re.compile(r"\[(=*)\[")
     while i < len(text):
-        line = text.count("\n", 0, i) + 1
         if text.startswith("--", i):
             opened = long_open.match(text, i + 2)
             if opened:
@@ -62,13 +61,14 @@ def lex(text: str, name: str = "fragment") -> Lua:
             j = i + 1
             while text[j] != text[i]:
                 j += 2 if text[j] == "\\" else 1
-            lua.strings.append((line, text[i], text[i + 1:j]))
+            lua.strings.append((text.count("\n", 0, i) + 1, text[i], text[i + 1:j]))
             out.append(text[i:j + 1])
             bare.append(text[i] + re.sub(r"[^\n]", " ", text[i + 1:j]) + text[i])
             i = j + 1
         elif opened := long_open.match(text, i):
             end = text.index("]" + opened.group(1) + "]", opened.end()) + len(opened.group(0))
-            lua.strings.append((line, opened.group(0), text[opened.end():end - len(opened.group(0))]))
+            body = text[opened.end():end - len(opened.group(0))]
+            lua.strings.append((text.count("\n", 0, i) + 1, opened.group(0), body))
             out.append(text[i:end])
             bare.append(re.sub(r"[^\n]", " ", text[i:end]))
             i = end
@@ -229,36 +229,54 @@ def test_status_scripts_answer_bad_input_with_a_status_and_never_an_error_reply(
         f"{path.name}: its contract is a status table, so bad input gets {{2, \"invalid-arguments\"}}")
 
 
-@pytest.mark.parametrize("path", [p for p in SCRIPTS if not is_status_script(p)], ids=lambda p: p.name)
-def test_error_replies_carry_the_script_name_and_a_listed_code(path: Path) -> None:
-    lua, contract, names = parse(path), header(path), reply_names(parse(path))
-    prefix = re.compile(rf"^(ERR|WRONGTYPE) ({'|'.join(map(re.escape, sorted(names)))}): ")
-    codes = set()
+ERROR_SCRIPTS = [p for p in SCRIPTS if not is_status_script(p)]
+
+
+def error_reasons(lua: Lua) -> list[tuple[int, str]]:
+    """Return (line, reason) of every ERR reply: what follows 'ERR <name>: ', or fail()'s argument."""
+    reasons = []
     for line, text in first_arguments(lua, "redis.error_reply"):
-        assert text is not None, f"{path.name}:{line}: redis.error_reply must start with a literal \"ERR <name>: \""
-        m = prefix.match(text)
-        assert m, f"{path.name}:{line}: {text!r} does not start with 'ERR <name>: ' or 'WRONGTYPE <name>: ', name in {sorted(names)}"
-        if text == m.group(0):  # the prefix alone: only a reply helper adds the reason
+        m = re.match(r"ERR \w+: ", text or "")
+        if m and text != m.group(0):
+            reasons.append((line, text[m.end():]))
+    return reasons + [(line, text or "") for line, text in first_arguments(lua, "fail")]
+
+
+@pytest.mark.parametrize("path", ERROR_SCRIPTS, ids=lambda p: p.name)
+def test_every_error_reply_starts_with_the_script_name(path: Path) -> None:
+    lua = parse(path)
+    names = "|".join(map(re.escape, sorted(reply_names(lua))))
+    for line, text in first_arguments(lua, "redis.error_reply"):
+        assert text is not None and re.match(rf"(ERR|WRONGTYPE) ({names}): ", text), (
+            f"{path.name}:{line}: redis.error_reply must start with a literal 'ERR <name>: ' or "
+            f"'WRONGTYPE <name>: ', <name> one of {sorted(reply_names(lua))}")
+        if re.fullmatch(rf"(ERR|WRONGTYPE) ({names}): ", text):  # the prefix alone
             assert re.match(r"local function (fail|wrong_type)\(", lua.text.splitlines()[line - 1]), (
-                f"{path.name}:{line}: an error reply with no code")
-        elif m.group(1) == "ERR":
-            codes.add(text[m.end():])
-    for line, text in first_arguments(lua, "fail"):
-        assert text is not None, f"{path.name}:{line}: fail() must start with a literal '<code>: <detail>'"
-        codes.add(text)
-    for helper in re.findall(r"^local function (?:fail|wrong_type)\b.*$", lua.code, re.M):
-        assert re.fullmatch(rf'local function (fail|wrong_type)\(reason\) return redis\.error_reply\('
-                            rf'"(ERR|WRONGTYPE) \w+: " \.\. reason\) end', helper.rstrip()), helper
-        assert ("ERR " in helper) == helper.startswith("local function fail"), helper
-    for text in codes:
-        code = re.match(rf"({CODE})(?::|$)", text)
-        assert code, f"{path.name}: error {text!r} does not start with a code such as 'invalid-arguments: '"
+                f"{path.name}:{line}: an error reply with nothing after the script name")
+
+
+@pytest.mark.parametrize("path", ERROR_SCRIPTS, ids=lambda p: p.name)
+def test_reply_helpers_are_the_one_line_forms(path: Path) -> None:
+    helpers = re.findall(r"^local function (?:fail|wrong_type)\b.*$", parse(path).code, re.M)
+    for helper in helpers:
+        form = re.fullmatch(r'local function (fail|wrong_type)\(reason\) return redis\.error_reply\('
+                            r'"(ERR|WRONGTYPE) \w+: " \.\. reason\) end', helper.rstrip())
+        assert form and (form.group(1) == "fail") == (form.group(2) == "ERR"), f"{path.name}: {helper}"
+
+
+@pytest.mark.parametrize("path", ERROR_SCRIPTS, ids=lambda p: p.name)
+def test_every_err_reason_opens_with_a_code_the_header_lists(path: Path) -> None:
+    lua, contract = parse(path), header(path)
+    for line, reason in error_reasons(lua):
+        code = re.match(rf"({CODE})(?::|$)", reason)
+        assert code, f"{path.name}:{line}: {reason!r} does not open with a code such as 'invalid-arguments: '"
         assert re.search(rf"^ +{re.escape(code.group(1))}\b", contract, re.M), (
             f"{path.name}: the header does not list the error code {code.group(1)!r}")
-    if codes:
-        forms = [f'"ERR {name}: <code>: <detail>"' for name in names] + ['"ERR <function>: <code>: <detail>"']
-        assert any(form in contract for form in forms), f"{path.name}: the header does not give the reply form {forms[0]}"
-    if first_arguments(lua, "wrong_type") or any(t and t.startswith("WRONGTYPE") for _, t in first_arguments(lua, "redis.error_reply")):
+    if error_reasons(lua):
+        forms = [f'"ERR {name}: <code>: <detail>"' for name in (*reply_names(lua), "<function>")]
+        assert any(form in contract for form in forms), f"{path.name}: the header does not say {forms[0]}"
+    wrong_types = [t for _, t in first_arguments(lua, "redis.error_reply") if t and t.startswith("WRONGTYPE")]
+    if wrong_types or first_arguments(lua, "wrong_type"):
         assert "WRONGTYPE" in contract, f"{path.name}: replies WRONGTYPE but the header does not say so"
 
 
