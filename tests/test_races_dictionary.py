@@ -1,352 +1,329 @@
-"""helpers/dictionary.py: registration strategies, their costs, and the invariant checker."""
+"""races/dictionary.py: each get-or-put strategy, its schedules, its threaded breakage or soundness, the checker.
+
+Every test runs on the embedded backend and on a real Redis (the ``lab`` fixture); a few on a cluster.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import ast
+import json
+import random
+from collections.abc import Callable, Iterator
+from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
-from redis.exceptions import ResponseError
+import redis
 
-from helpers import Lab
-from helpers.dictionary import (
-    COUNTER_FIELD, LIBRARY, STRATEGIES, DictKeys, RetriesExhausted, Registration, check_dictionary, counter_program,
-    dict_keys, dict_script, dictionary_invariant, function_program, hgetall_hsetnx_program, latency_by_size,
-    lua_program, prefill, register_batch_lua, register_counter_naive, register_function, register_hgetall_hsetnx,
-    register_lua, register_watch_multi, run_workload, strategy, truncate, vocabulary, workload,
-)
-from helpers.instruments.explore import explore
-from helpers.instruments.race import run_clients
-from helpers.instruments.schedule import run_schedule
-from helpers.backend.scripts import delete_library, load_library, load_script
+from benchmarks import dictionary_latency as bench
+from helpers import Lab, client_stats, explore, run_clients, run_schedule
+from helpers.backend.scripts import delete_library
+from races import GaveUp
+from races.dictionary import (FUNCTION, DictKeys, batch_get_or_put, check_dictionary, dict_keys,
+                              function_get_or_put, hgetall_hsetnx_get_or_put, lua_get_or_put, naive_get_or_put,
+                              watch_get_or_put)
+
+SINGLE = [hgetall_hsetnx_get_or_put, naive_get_or_put, lua_get_or_put, function_get_or_put, watch_get_or_put]
+ALL = [*SINGLE, batch_get_or_put]
+NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_hgetall_hsetnx.ipynb"
+# The notebook's workload: 50 workers x 8 strings of 30, every client in think mode (5 ms per round trip).
+WORDS = [f"column_{i:02d}" for i in range(30)]
+PLAN = [random.Random(worker).sample(WORDS, 8) for worker in range(50)]
+THINK_S = 0.005
 
 
-def _keys(lab: Lab) -> DictKeys:
-    return dict_keys(lab.ns, "d")
+@pytest.fixture
+def lab(lab: Lab) -> Iterator[Lab]:
+    """The conftest's lab; afterwards racelab_dict is deleted (a library is global on a server)."""
+    yield lab
+    delete_library(lab.client(), "dict_library")
 
 
-def test_dict_keys_are_under_the_prefix_and_share_one_hash_tag(lab: Lab) -> None:
+@pytest.fixture
+def cluster_lab(cluster_lab: Lab) -> Iterator[Lab]:
+    """The conftest's cluster lab; afterwards racelab_dict is deleted from every primary."""
+    yield cluster_lab
+    delete_library(cluster_lab.client(), "dict_library")
+
+
+def _keys(lab: Lab, name: str = "d") -> DictKeys:
+    return dict_keys(lab.ns, name)
+
+
+def _indexed(fn: Callable[..., Any]) -> bool:
+    """Return True if fn keeps index and counter (all but HGETALL + HSETNX, which uses ids alone)."""
+    return fn is not hgetall_hsetnx_get_or_put
+
+
+def _register(fn: Callable[..., Any], client: Any, text: Any, keys: DictKeys) -> int:
+    """Register one string with any strategy (the batch strategy gets a batch of one)."""
+    return fn(client, [text], keys)[0] if fn is batch_get_or_put else fn(client, text, keys)
+
+
+def _pair(fn: Callable[..., Any], keys: DictKeys, a: Any, b: Any) -> dict[str, Any]:
+    """Return actors A and B of one strategy (a batch strategy takes lists)."""
+    name = "texts" if fn is batch_get_or_put else "text"
+    return {"A": partial(fn, keys=keys, **{name: a}), "B": partial(fn, keys=keys, **{name: b})}
+
+
+def _sound(keys: DictKeys, texts: dict[str, Any], indexed: bool = True) -> Callable[[Any, dict[str, Any]], bool]:
+    """Return an explorer invariant: every actor got its ids and check_dictionary finds nothing."""
+    def invariant(client: Any, results: dict[str, Any]) -> bool:
+        answers: list[tuple[Any, Any]] = []
+        for name, got in results.items():
+            mine = texts[name]
+            answers += zip(mine, got) if isinstance(mine, list) else [(mine, got)]
+        return len(results) == len(texts) and not check_dictionary(client, keys, answers, indexed)
+    return invariant
+
+
+def _load(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> tuple[Any, list[str], int]:
+    """Return (RunResult, problems, ids) of the notebook's workload run by fn in think mode."""
+    batch = fn is batch_get_or_put
+    run = run_clients(lab, partial(fn, keys=keys), inputs=[[row] for row in PLAN] if batch else PLAN,
+                      mode="think", think_s=THINK_S, timeout=120)
+    answers: list[tuple[Any, Any]] = []
+    for worker, i, got in run.outcomes:
+        answers += zip(PLAN[worker], got) if batch else [(PLAN[worker][i], got)]
+    client = lab.client()
+    return run, check_dictionary(client, keys, answers, _indexed(fn)), client.hlen(keys.ids)
+
+
+# --- the keys ------------------------------------------------------------------------------
+
+def test_dict_keys_are_under_the_prefix_share_one_hash_tag_and_come_in_the_scripts_order(lab: Lab) -> None:
     keys = _keys(lab)
-    assert all(lab.ns.owns(k) for k in keys.all())
-    assert all("{dict:d}" in k for k in keys.all())
-    assert len(set(keys.all())) == 3
+    assert list(keys) == keys.all() == [keys.ids, keys.index, keys.meta]
+    assert all(lab.ns.owns(k) and "{dict:d}" in k for k in keys)
+    assert [k.rsplit(":", 1)[1] for k in keys] == ["ids", "index", "meta"]
 
 
-def test_hgetall_hsetnx_numbers_strings_densely_and_costs_one_trip_on_a_hit(lab: Lab) -> None:
+# --- each strategy alone -----------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
+def test_each_strategy_numbers_strings_densely_and_answers_the_same_id_again(lab: Lab, fn: Callable[..., Any]) -> None:
     client, keys = lab.client(), _keys(lab)
-    first = register_hgetall_hsetnx(client, keys, "a")
-    assert (first.id, first.round_trips, first.retries) == (1, 2, 0)
-    assert first.read_ns > 0
-    assert register_hgetall_hsetnx(client, keys, "b").id == 2
-    hit = register_hgetall_hsetnx(client, keys, "a")
-    assert (hit.id, hit.round_trips, hit.retries) == (1, 1, 0)
-    assert check_dictionary(client, keys, with_index=False).ok
+    texts = ["price", "volume", "", "prix €", "price", "volume"]
+    ids = [_register(fn, client, t, keys) for t in texts]
+    assert ids == [1, 2, 3, 4, 1, 2]
+    assert check_dictionary(client, keys, list(zip(texts, ids)), _indexed(fn)) == []
 
 
-def test_hgetall_hsetnx_retries_when_its_id_is_taken_in_the_window(lab: Lab) -> None:
-    client, other, keys = lab.client(), lab.client(), _keys(lab)
-    stolen = iter(["intruder"])
-    reg = register_hgetall_hsetnx(client, keys, "mine",
-                                  think=lambda: register_hgetall_hsetnx(other, keys, next(stolen, "intruder")))
-    assert (reg.id, reg.retries, reg.round_trips) == (2, 1, 4)
-    assert client.hgetall(keys.ids) == {"1": "intruder", "2": "mine"}
-
-
-def test_hgetall_hsetnx_finds_the_string_another_worker_registered_in_the_window(lab: Lab) -> None:
-    client, other, keys = lab.client(), lab.client(), _keys(lab)
-    done: list[Registration] = []
-    reg = register_hgetall_hsetnx(client, keys, "same",
-                                  think=lambda: done or done.append(register_hgetall_hsetnx(other, keys, "same")))
-    assert (reg.id, reg.retries, reg.round_trips) == (1, 1, 3)
-    assert check_dictionary(client, keys, [("same", reg.id), ("same", done[0].id)], with_index=False).ok
-
-
-def test_hgetall_hsetnx_gives_up_after_max_attempts(lab: Lab) -> None:
-    client, other, keys = lab.client(), lab.client(), _keys(lab)
-    counter = iter(range(1000))
-    with pytest.raises(RetriesExhausted, match="3 attempts"):
-        register_hgetall_hsetnx(client, keys, "mine", max_attempts=3,
-                                think=lambda: register_hgetall_hsetnx(other, keys, f"x{next(counter)}"))
-
-
-def test_naive_counter_gives_one_string_two_ids_when_another_worker_slips_in(lab: Lab) -> None:
-    client, other, keys = lab.client(), lab.client(), _keys(lab)
-    theirs: list[Registration] = []
-    mine = register_counter_naive(client, keys, "price",
-                                  think=lambda: theirs.append(register_counter_naive(other, keys, "price")))
-    assert (theirs[0].id, mine.id, mine.round_trips) == (1, 2, 4)
-    check = check_dictionary(client, keys, [("price", mine.id), ("price", theirs[0].id)])
-    assert not check.ok
-    assert check.duplicated == {b"price": [1, 2]}
-    assert check.duplicates == 1
-    assert "workers got different ids for 'price': [1, 2]" in check.summary()
-
-
-def test_naive_counter_alone_is_correct_and_a_hit_costs_one_trip(lab: Lab) -> None:
+@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
+def test_each_strategy_is_binary_safe_on_a_decoding_client(lab: Lab, fn: Callable[..., Any]) -> None:
+    # Texts that are not UTF-8: a decoding client (decode_responses=True, the default) must cope.
     client, keys = lab.client(), _keys(lab)
-    assert [register_counter_naive(client, keys, w).id for w in "abca"] == [1, 2, 3, 1]
-    assert register_counter_naive(client, keys, "b").round_trips == 1
-    assert check_dictionary(client, keys).ok
+    texts = [b"\xff\xfe", "price", b"\x00", b"\xff\xfe", b"price", "\udcff".encode("utf-8", "surrogatepass")]
+    ids = [_register(fn, client, t, keys) for t in texts]
+    assert ids == [1, 2, 3, 1, 2, 4]
+    assert check_dictionary(client, keys, list(zip(texts, ids)), _indexed(fn)) == []
+    raw = lab.client(decode_responses=False)
+    assert raw.hget(keys.ids, 1) == b"\xff\xfe" and raw.hget(keys.ids, 3) == b"\x00"
 
 
-def test_lua_function_and_watch_multi_agree_on_one_dictionary(lab: Lab) -> None:
+def test_hgetall_hsetnx_reads_non_utf8_strings_that_another_caller_stored(lab: Lab) -> None:
+    # The old version decoded HGETALL's reply and raised UnicodeDecodeError here.
     client, keys = lab.client(), _keys(lab)
-    script = load_script(client, "dict_get_or_put")
-    load_library(client, LIBRARY)
-    try:
-        regs = [register_lua(client, keys, "a", script), register_function(client, keys, "b"),
-                register_watch_multi(client, keys, "c"), register_lua(client, keys, "c", script),
-                register_function(client, keys, "a"), register_watch_multi(client, keys, "b")]
-    finally:
-        delete_library(client, LIBRARY)
-    assert [r.id for r in regs] == [1, 2, 3, 3, 1, 2]
-    assert [r.round_trips for r in regs] == [1, 1, 5, 1, 1, 1]
-    assert check_dictionary(client, keys).ok
+    lab.client(decode_responses=False).hset(keys.ids, mapping={1: b"\x80abc", 2: b"ok"})
+    assert hgetall_hsetnx_get_or_put(client, "new", keys) == 3
+    assert hgetall_hsetnx_get_or_put(client, b"\x80abc", keys) == 1
 
 
-def test_watch_multi_retries_when_the_counter_moves_in_the_window(lab: Lab) -> None:
-    client, other, keys = lab.client(), lab.client(), _keys(lab)
-    script = load_script(client, "dict_get_or_put")
-    once = iter(["intruder"])
-    reg = register_watch_multi(client, keys, "mine",
-                               think=lambda: [register_lua(other, keys, w, script) for w in once])
-    assert (reg.id, reg.retries, reg.round_trips) == (2, 1, 9)
-    assert check_dictionary(client, keys).ok
-
-
-def test_watch_multi_returns_the_id_another_worker_registered_in_the_window(lab: Lab) -> None:
-    client, other, keys = lab.client(), lab.client(), _keys(lab)
-    script = load_script(client, "dict_get_or_put")
-    once = iter(["same"])
-    reg = register_watch_multi(client, keys, "same",
-                               think=lambda: [register_lua(other, keys, w, script) for w in once])
-    assert (reg.id, reg.retries, reg.round_trips) == (1, 1, 8)
-    assert check_dictionary(client, keys).ok
-
-
-def test_watch_multi_gives_up_after_max_attempts(lab: Lab) -> None:
-    client, other, keys = lab.client(), lab.client(), _keys(lab)
-    script = load_script(client, "dict_get_or_put")
-    counter = iter(range(1000))
-    with pytest.raises(RetriesExhausted, match="2 times"):
-        register_watch_multi(client, keys, "mine", max_attempts=2,
-                             think=lambda: register_lua(other, keys, f"x{next(counter)}", script))
-
-
-def test_batch_registration_returns_ids_in_order(lab: Lab) -> None:
+@pytest.mark.parametrize("fn, new, known", [(hgetall_hsetnx_get_or_put, 2, 1), (naive_get_or_put, 4, 1),
+                                            (lua_get_or_put, 1, 1), (function_get_or_put, 1, 1),
+                                            (batch_get_or_put, 1, 1), (watch_get_or_put, 5, 1)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_round_trips_of_one_registration_alone(lab: Lab, fn: Callable[..., Any], new: int, known: int) -> None:
     client, keys = lab.client(), _keys(lab)
-    script = load_script(client, "dict_get_or_put_batch")
-    assert register_batch_lua(client, keys, ["a", "b", "a"], script) == [1, 2, 1]
-    assert register_batch_lua(client, keys, ["c", "b"], script) == [3, 2]
+    _register(fn, client, "deploy", _keys(lab, "warm-up"))  # loads the script or library if missing
+    counts = []
+    for _ in range(2):
+        before = client_stats(client)
+        _register(fn, client, "price", keys)
+        counts.append((client_stats(client) - before).round_trips)
+    assert counts == [new, known]
 
 
 def test_an_empty_batch_returns_no_ids_and_writes_nothing(lab: Lab) -> None:
     client, keys = lab.client(), _keys(lab)
-    script = load_script(client, "dict_get_or_put_batch")
-    assert register_batch_lua(client, keys, [], script) == []
-    assert not any(client.exists(k) for k in keys.all())
+    before = client_stats(client)
+    assert batch_get_or_put(client, [], keys) == []
+    assert (client_stats(client) - before).round_trips == 0
+    assert not any(client.exists(k) for k in keys)
 
 
-@pytest.mark.parametrize("with_index", [True, False])
-def test_prefill_writes_a_valid_dictionary_of_the_given_size(lab: Lab, with_index: bool) -> None:
+def test_a_batch_keeps_its_order_and_gives_a_repeated_string_one_id(lab: Lab) -> None:
     client, keys = lab.client(), _keys(lab)
-    assert prefill(client, keys, 4321, with_index=with_index, chunk=1000) == 4321
-    check = check_dictionary(client, keys, with_index=with_index)
-    assert check.ok, check.summary()
-    assert check.size == 4321
-    if with_index:
-        assert register_lua(client, keys, "new", load_script(client, "dict_get_or_put")).id == 4322
+    assert batch_get_or_put(client, ["a", "b", "a"], keys) == [1, 2, 1]
+    assert batch_get_or_put(client, ["c", "b"], keys) == [3, 2]
+    assert check_dictionary(client, keys) == []
+
+
+def test_function_survives_another_run_deleting_the_shared_library_and_other_errors_propagate(lab: Lab) -> None:
+    client, other_run, keys = lab.client(), lab.client(), _keys(lab)
+    assert function_get_or_put(client, "a", keys) == 1
+    other_run.function_delete("racelab_dict")
+    before = client_stats(client)
+    assert function_get_or_put(client, "b", keys) == 2
+    assert (client_stats(client) - before).round_trips == 3  # FCALL (not found), FUNCTION LOAD, FCALL
+    client.set(keys.index + ":not-a-hash", "x")
+    broken = DictKeys(keys.ids, keys.index + ":not-a-hash", keys.meta)
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        function_get_or_put(client, "c", broken)
+    assert client.fcall(FUNCTION, 3, *keys, "a") == 1
+
+
+# --- forced schedules and every schedule -------------------------------------------------
+
+def test_forced_schedule_of_the_naive_counter_gives_one_string_two_ids(lab: Lab) -> None:
+    keys = _keys(lab)
+    trace = run_schedule(lab, _pair(naive_get_or_put, keys, "price", "price"), "ABAAABBB", watch=list(keys))
+    assert trace.results == {"A": 1, "B": 2}
+    assert [row.command.split()[0] for row in trace.rows] == ["HGET", "HGET", "HINCRBY", "HSET", "HSET",
+                                                              "HINCRBY", "HSET", "HSET"]
+    problems = check_dictionary(lab.client(), keys, [("price", 1), ("price", 2)])
+    assert "'price' has 2 ids: [1, 2]" in problems and "index is not the inverse of ids" in problems
+
+
+def test_forced_schedule_of_hgetall_hsetnx_collides_and_starts_over(lab: Lab) -> None:
+    keys = _keys(lab)
+    trace = run_schedule(lab, _pair(hgetall_hsetnx_get_or_put, keys, "price", "volume"), "ABABBB",
+                         watch=[keys.ids], reset=list(keys))
+    assert trace.results == {"A": 1, "B": 2}
+    assert [r.reply for r in trace.rows if r.command.startswith("HSETNX")] == ["1", "0", "1"]
+    assert trace.rows[4].reply == "{b'1': b'price'}"  # read undecoded: any bytes compare exactly
+
+
+def test_hgetall_hsetnx_finds_the_string_another_caller_registered_in_its_window(lab: Lab) -> None:
+    keys = _keys(lab)
+    trace = run_schedule(lab, _pair(hgetall_hsetnx_get_or_put, keys, "same", "same"), "ABABB",
+                         watch=[keys.ids], reset=list(keys))
+    assert trace.results == {"A": 1, "B": 1}
+    assert check_dictionary(lab.client(), keys, [("same", 1), ("same", 1)], indexed=False) == []
+
+
+@pytest.mark.parametrize("fn, schedule", [(hgetall_hsetnx_get_or_put, "ABAB"), (watch_get_or_put, "ABABABABAB")],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_an_optimistic_strategy_gives_up_after_max_attempts(lab: Lab, fn: Callable[..., Any], schedule: str) -> None:
+    keys = _keys(lab)
+    actors = {"A": partial(fn, text="a", keys=keys), "B": partial(fn, text="b", keys=keys, max_attempts=1)}
+    with pytest.raises(GaveUp, match="gave up after 1 attempts"):
+        run_schedule(lab, actors, schedule, watch=list(keys))
+
+
+@pytest.mark.parametrize("fn, total, bad", [(naive_get_or_put, 70, 68), (hgetall_hsetnx_get_or_put, 6, 0),
+                                            (lua_get_or_put, 2, 0), (function_get_or_put, 2, 0),
+                                            (batch_get_or_put, 2, 0), (watch_get_or_put, 252, 0)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_explored_answers_for_two_workers_registering_one_string(lab: Lab, fn: Callable[..., Any], total: int,
+                                                                  bad: int) -> None:
+    keys = _keys(lab)
+    _register(fn, lab.client(), "deploy", _keys(lab, "warm-up"))  # the library must be there before
+    texts: dict[str, Any] = ({"A": ["price", "volume"], "B": ["volume", "price"]} if fn is batch_get_or_put
+                             else {"A": "price", "B": "price"})
+    found = explore(lab, _pair(fn, keys, texts["A"], texts["B"]), _sound(keys, texts, _indexed(fn)),
+                    watch=list(keys))
+    assert (found.total, found.bad_count) == (total, bad)
+    if fn is naive_get_or_put:
+        assert sorted(found.good) == ["AAAAB", "BBBBA"]
+
+
+def test_two_different_new_strings_never_break_the_naive_counter(lab: Lab) -> None:
+    keys = _keys(lab)
+    texts = {"A": "price", "B": "volume"}
+    found = explore(lab, _pair(naive_get_or_put, keys, "price", "volume"), _sound(keys, texts), watch=list(keys))
+    assert (found.total, found.bad_count) == (70, 0)
+
+
+# --- threaded load -------------------------------------------------------------------------
+
+def test_threaded_naive_counter_breaks_the_bijection_and_hgetall_hsetnx_collides(lab: Lab) -> None:
+    run, problems, ids = _load(lab, naive_get_or_put, _keys(lab, "naive"))
+    assert ids > 30 and any("ids: [" in p for p in problems)
+    assert run.round_trips == run.calls + 3 * ids  # each miss: HGET, then HINCRBY and two HSETs
+    run, problems, ids = _load(lab, hgetall_hsetnx_get_or_put, _keys(lab, "scan"))
+    assert problems == [] and ids == 30 and run.retries > 0
+    assert run.round_trips == run.calls + 2 * run.retries + 30  # a refused HSETNX costs it and a HGETALL
+
+
+@pytest.mark.parametrize("fn", [lua_get_or_put, function_get_or_put, batch_get_or_put, watch_get_or_put],
+                         ids=lambda f: f.__name__)
+def test_threaded_load_keeps_the_fixes_sound(lab: Lab, fn: Callable[..., Any]) -> None:
+    client = lab.client()
+    _register(fn, client, "deploy", _keys(lab, "warm-up"))  # script cached, library loaded
+    run, problems, ids = _load(lab, fn, _keys(lab))
+    assert problems == [] and ids == 30
+    if fn is watch_get_or_put:
+        assert run.retries > 0  # refused EXECs: correct, but not free
     else:
-        assert register_hgetall_hsetnx(client, keys, "new").id == 4322
+        assert run.round_trips == run.calls and run.retries == 0
 
 
-def test_vocabulary_and_workload_are_deterministic_and_overlap() -> None:
-    words = vocabulary(100)
-    assert len(set(words)) == 100 and words[0] == "column_0000"
-    plan = workload(50, 10, words, seed=7)
-    assert plan == workload(50, 10, words, seed=7)
-    assert plan != workload(50, 10, words, seed=8)
-    assert all(len(set(mine)) == 10 for mine in plan)
-    assert len({w for mine in plan for w in mine}) < 50 * 10  # workers share strings
+def test_a_workload_must_give_every_client_the_same_number_of_inputs(lab: Lab) -> None:
+    with pytest.raises(ValueError, match="same length"):
+        run_clients(lab, partial(lua_get_or_put, keys=_keys(lab)), inputs=[["a"], ["a", "b"]])
 
 
-def test_check_dictionary_reports_holes_bad_fields_index_and_counter_mismatch(lab: Lab) -> None:
-    client, keys = lab.client(), _keys(lab)
-    client.hset(keys.ids, mapping={"1": "a", "3": "b", "x": "c"})
-    client.hset(keys.index, mapping={"a": "1", "b": "2"})
-    client.hset(keys.meta, COUNTER_FIELD, 7)
-    check = check_dictionary(client, keys, [("a", 3)])
-    text = check.summary()
-    assert not check.ok
-    for needle in ("not a positive id: 'x'", "not dense 1..2: missing [2]", "index is not the inverse",
-                   "counter last_id is 7, expected 2", "got id 3 for 'a' but ids[3] holds 'b'"):
-        assert needle in text
+# --- one function object everywhere --------------------------------------------------------
 
+@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
+def test_the_same_function_is_interleaved_explored_threaded_and_benchmarked(lab: Lab, fn: Callable[..., Any]) -> None:
+    keys = _keys(lab)
+    _register(fn, lab.client(), "deploy", _keys(lab, "warm-up"))
+    a, b = (["x"], ["y"]) if fn is batch_get_or_put else ("x", "y")
+    trace = run_schedule(lab, _pair(fn, keys, a, b), "AB", watch=list(keys), finish=True)
+    assert trace.actors["A"].func is fn and trace.actors["B"].func is fn
+    found = explore(lab, _pair(fn, keys, a, b), lambda client, results: True, watch=list(keys))
+    assert all(actor.func is fn for actor in found.actors.values())
+    run = run_clients(lab, partial(fn, keys=_keys(lab, "threads")), inputs=[[a], [b]])
+    assert run.fn.func is fn and {op.label for op in run.history} == {fn.__name__}
+    assert [f for f in bench.STRATEGIES.values() if f is fn] == [fn]
+    rows = bench.measure_sizes(lab.client(), _keys(lab, "bench"), [5], repeats=1, server=False, strategies=[fn])
+    assert list(rows[0].stats) == [fn]
+
+
+def test_notebook_03_runs_the_strategies_of_races_dictionary_and_defines_none_of_its_own() -> None:
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    tree = ast.parse("\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code"))
+    imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                and node.module == "races.dictionary" for a in node.names}
+    defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    names = {fn.__name__ for fn in ALL}
+    assert names <= imported
+    assert not names & defined
+
+
+# --- the checker ---------------------------------------------------------------------------
 
 def test_check_dictionary_accepts_an_empty_dictionary_and_agreeing_answers(lab: Lab) -> None:
     client, keys = lab.client(), _keys(lab)
-    assert check_dictionary(client, keys).ok
-    register_counter_naive(client, keys, "a")
-    check = check_dictionary(client, keys, [("a", 1), (b"a", 1)])
-    assert check.ok and check.size == 1 and check.duplicates == 0
-    assert check.summary() == "ok: 1 strings, a bijection with dense ids 1..1"
+    assert check_dictionary(client, keys) == []
+    naive_get_or_put(client, "a", keys)
+    assert check_dictionary(client, keys, [("a", 1), (b"a", 1)]) == []
 
 
-def _concurrent(lab: Lab, keys: DictKeys, register: Callable[[Any, str], Registration],
-                workers: int = 24) -> list[tuple[str, int]]:
-    plan = workload(workers, 8, vocabulary(20), seed=1)
-
-    def register_mine(ctx: Any) -> list[tuple[str, int]]:
-        return [(w, register(ctx.client, w).id) for w in plan[ctx.client_id]]
-
-    result = run_clients(lab, register_mine, clients=workers, iterations=1, timeout=120)
-    return [pair for _client, _iteration, pairs in result.outcomes for pair in pairs]
-
-def test_hgetall_hsetnx_and_watch_multi_stay_correct_under_concurrency(lab: Lab) -> None:
-    a, b = dict_keys(lab.ns, "a"), dict_keys(lab.ns, "b")
-    answers_a = _concurrent(lab, a, lambda c, w: register_hgetall_hsetnx(c, a, w))
-    answers_b = _concurrent(lab, b, lambda c, w: register_watch_multi(c, b, w))
-    client = lab.client()
-    check_a = check_dictionary(client, a, answers_a, with_index=False)
-    check_b = check_dictionary(client, b, answers_b)
-    assert check_a.ok, check_a.summary()
-    assert check_b.ok, check_b.summary()
+def test_check_dictionary_reports_every_kind_of_problem(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    client.hset(keys.ids, mapping={"1": "a", "3": "b", "4": "a", "x": "c"})
+    client.hset(keys.index, mapping={"a": "1", "b": "2"})
+    client.hset(keys.meta, "last_id", 7)
+    problems = check_dictionary(client, keys, [("a", 3), ("b", "oops")])
+    assert problems == ["'a' has 2 ids: [1, 4]", "the ids are not exactly 1..4", "index is not the inverse of ids",
+                        "the counter says 7, ids holds 4", "a caller got 3 for 'a'", "a caller got 'oops' for 'b'"]
+    assert check_dictionary(client, keys, indexed=False) == problems[:2]
 
 
-def test_watch_multi_works_on_a_cluster(cluster_lab: Lab) -> None:
+def test_check_dictionary_shows_binary_strings_as_bytes(lab: Lab) -> None:
+    client, keys = lab.client(), _keys(lab)
+    lab.client(decode_responses=False).hset(keys.ids, mapping={1: b"\xff", 2: b"\xff"})
+    assert check_dictionary(client, keys, indexed=False) == ["b'\\xff' has 2 ids: [1, 2]"]
+
+
+# --- cluster -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
+def test_each_strategy_works_on_a_cluster(cluster_lab: Lab, fn: Callable[..., Any]) -> None:
     client, keys = cluster_lab.client(), _keys(cluster_lab)
-    assert [register_watch_multi(client, keys, w).id for w in "aba"] == [1, 2, 1]
-    assert check_dictionary(client, keys).ok
-
-
-def test_summary_lists_at_most_limit_findings(lab: Lab) -> None:
-    client, keys = lab.client(), _keys(lab)
-    client.hset(keys.ids, mapping={str(i): "same" for i in range(1, 31)})
-    check = check_dictionary(client, keys, with_index=False)
-    assert check.duplicates == 29
-    lines = check.summary(limit=3).splitlines()
-    assert lines[0] == "BROKEN: 30 ids, 1 strings stored under 2+ ids (29 extra ids)"
-    assert len(lines) == 1 + len(check.problems[:3]) + (len(check.problems) > 3)
-
-
-def test_strategy_binds_each_name_and_rejects_unknown_ones(lab: Lab) -> None:
-    client, keys = lab.client(), _keys(lab)
-    load_library(client, LIBRARY)
-    try:
-        got = {name: strategy(name, keys)(client, f"s-{name}", None).id for name in STRATEGIES
-               if name != "hgetall_hsetnx"}
-    finally:
-        delete_library(client, LIBRARY)
-    assert got == {"counter": 1, "lua": 2, "function": 3, "watch": 4}
-    assert check_dictionary(client, keys).ok
-    with pytest.raises(ValueError, match="unknown strategy 'nope'"):
-        strategy("nope", keys)
-
-
-def test_run_workload_collects_every_answer_and_its_cost(lab: Lab) -> None:
-    keys = _keys(lab)
-    plan = workload(12, 4, vocabulary(10), seed=3)
-    result = run_workload(lab, plan, strategy("lua", keys))
-    assert result.count == 48 and len(result.answers) == 48
-    assert result.round_trips_per_registration == 1.0 and result.retries == 0
-    check = check_dictionary(lab.client(), keys, result.answers)
-    assert check.ok and check.size == len({w for row in plan for w in row})
-
-
-def test_run_workload_refuses_a_ragged_plan(lab: Lab) -> None:
-    with pytest.raises(ValueError, match="same number of strings"):
-        run_workload(lab, [["a"], ["a", "b"]], strategy("lua", _keys(lab)))
-
-
-def test_truncate_returns_a_dictionary_to_its_size(lab: Lab) -> None:
-    client, keys = lab.client(), _keys(lab)
-    prefill(client, keys, 5)
-    for word in ["x", "y"]:
-        register_lua(client, keys, word, dict_script())
-    assert truncate(client, keys, 5) == 2
-    check = check_dictionary(client, keys)
-    assert check.ok and check.size == 5
-    assert register_lua(client, keys, "x", dict_script()).id == 6
-
-
-def test_latency_by_size_times_both_strategies_and_leaves_a_valid_dictionary(lab: Lab) -> None:
-    client, keys = lab.client(), _keys(lab)
-    rows = latency_by_size(client, keys, [30, 10], repeats=2, lua_number=2)
-    assert set(rows) == {STRATEGIES["hgetall_hsetnx"], STRATEGIES["lua"]}
-    for series in rows.values():
-        assert [r["size"] for r in series] == [10, 30]
-        assert all(r["median"] > 0 and r["n"] == 2 for r in series)
-    check = check_dictionary(client, keys)
-    assert check.ok and check.size == 30
-
-
-def test_counter_program_forced_schedule_makes_a_duplicate(lab: Lab) -> None:
-    keys = _keys(lab)
-    trace = run_schedule(lab, {"A": counter_program(keys, "price"), "B": counter_program(keys, "price")},
-                         "ABAAABBB", watch=keys.all())
-    assert trace.results == {"A": 1, "B": 2}
-    check = check_dictionary(lab.client(), keys, [("price", 1), ("price", 2)])
-    assert check.duplicated == {b"price": [1, 2]}
-
-
-def test_hgetall_hsetnx_program_retries_on_a_taken_id(lab: Lab) -> None:
-    keys = _keys(lab)
-    trace = run_schedule(lab, {"A": hgetall_hsetnx_program(keys, "price"),
-                               "B": hgetall_hsetnx_program(keys, "volume")}, "ABABBB", watch=[keys.ids])
-    assert trace.results == {"A": 1, "B": 2}
-    assert [r.reply for r in trace.rows if r.command.startswith("HSETNX")] == ["1", "0", "1"]
-
-
-def test_explorer_counts_bad_schedules_per_strategy(lab: Lab) -> None:
-    keys = _keys(lab)
-    texts = {"A": "price", "B": "price"}
-    naive = explore(lab, {n: counter_program(keys, t) for n, t in texts.items()},
-                    dictionary_invariant(keys, texts), watch=keys.all())
-    scan = explore(lab, {n: hgetall_hsetnx_program(keys, t) for n, t in texts.items()},
-                   dictionary_invariant(keys, texts, with_index=False), watch=keys.all())
-    lua = explore(lab, {n: lua_program(keys, t) for n, t in texts.items()},
-                  dictionary_invariant(keys, texts), watch=keys.all())
-    assert (naive.total, naive.bad_count) == (70, 68)
-    assert sorted(naive.good) == ["AAAAB", "BBBBA"]
-    assert (scan.total, scan.bad_count) == (6, 0)
-    assert (lua.total, lua.bad_count) == (2, 0)
-
-
-def test_function_program_is_one_step(lab: Lab) -> None:
-    keys = _keys(lab)
-    client = lab.client()
-    load_library(client, LIBRARY)
-    try:
-        texts = {"A": "x", "B": "x"}
-        found = explore(lab, {n: function_program(keys, t) for n, t in texts.items()},
-                        dictionary_invariant(keys, texts), watch=keys.all())
-    finally:
-        delete_library(client, LIBRARY)
-    assert (found.total, found.bad_count) == (2, 0)
-
-
-def test_invariant_fails_when_a_client_gave_up(lab: Lab) -> None:
-    keys = _keys(lab)
-    invariant = dictionary_invariant(keys, {"A": "x"})
-    assert invariant(lab.client(), {"A": "gave-up"}) is False
-    assert invariant(lab.client(), {}) is True
-
-
-def test_function_strategy_survives_another_run_deleting_the_shared_library(lab: Lab) -> None:
-    # Two runs of the suite on one server share racelab_dict; the other run's cleanup deletes it.
-    client, other_run, keys = lab.client(), lab.client(), _keys(lab)
-    load_library(client, LIBRARY)
-    try:
-        assert register_function(client, keys, "a").id == 1
-        assert delete_library(other_run, LIBRARY) is True
-        assert register_function(client, keys, "b").id == 2
-        assert delete_library(other_run, LIBRARY) is True
-        trace = run_schedule(lab, {"A": function_program(keys, "c")}, "A", watch=[keys.ids], reset=[])
-        assert trace.results == {"A": 3}
-        broken = DictKeys(keys.ids, keys.index + ":not-a-hash", keys.meta)
-        client.set(broken.index, "x")
-        with pytest.raises(ResponseError, match="WRONGTYPE"):  # other errors still propagate
-            register_function(client, broken, "d")
-    finally:
-        delete_library(client, LIBRARY)
-    assert check_dictionary(client, keys).ok
+    assert [_register(fn, client, t, keys) for t in ["a", b"\xff", "a"]] == [1, 2, 1]
+    assert check_dictionary(client, keys, indexed=_indexed(fn)) == []
