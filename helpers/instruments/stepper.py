@@ -21,7 +21,10 @@ actor ("A: next round trip", its result once it has finished; a clock actor made
 what each actor waits to send, and the invariant in words and colour. Where widgets cannot
 render (nbval, HTML and PDF handouts), the same cell's output is the static text of the steps
 played so far (``str(stepper)``, with an HTML table beside it), so ``stepper.play("ABAB")`` as a
-cell's last line gives the text nbval compares.
+cell's last line gives the text nbval compares. A stored notebook opened in JupyterLab shows that
+static picture until the cell runs again. nbconvert's HTML export shows it too when the notebook
+holds no widget state (execute with ``--ExecutePreprocessor.store_widget_state=False``); with
+state, the export draws the saved widget with JavaScript fetched from a CDN instead.
 
 The invariant, ``invariant(client, results) -> bool``, is the one ``explore`` takes. The stepper
 evaluates it right after setup and after every step, on the keys as they are then, with the
