@@ -1,22 +1,44 @@
-"""Refuse destructive commands on a Redis server the suite did not start.
+"""The client-side guard: refuse commands that reach beyond the run's keys on a server the suite does not own.
 
-The suite may be pointed at somebody's real Redis (REDIS_URL). On such a server it may touch
-only keys under its own prefix, so commands that wipe or reconfigure the whole server raise
-``UnsafeCommandError`` before anything is sent. On a server the suite started itself
-(``helpers.backend.server``) or on the embedded backend, they are allowed.
+On a shared Redis the real boundary is the server's ACL: the workshop user that
+``python -m helpers acl`` prints (``helpers.tools.acl``) may touch only keys under ``racelab:*``
+and run only the commands the notebooks need, whatever a client sends or a script computes.
+This guard is the second line, on the client, so a mistake gets a clear error before anything
+is sent. On a server the suite started itself (``helpers.backend.server``) or on the embedded
+backend it is off.
 
-The check sits in ``execute_command`` of the client *and* of its pipelines, the two places
-through which redis-py sends every command.
+What it checks, on every client a ``Lab`` hands out for a server it does not own:
+
+* command names, normalised (str, bytes, bytearray or memoryview, any case, the subcommand in
+  the same argument or the next) before they are looked up in ``_WHOLE_SERVER``;
+* at the client (``execute_command`` of the client, its pipelines and transactions), and again
+  in the connection class, so every other way a client sends a command is covered too: pubsub,
+  MONITOR, a cluster's node clients, ``send_command`` and hand-packed ``send_packed_command``
+  on a pooled connection (bytes that are not complete RESP arrays are refused, unread);
+* COPY with a DB argument, MIGRATE and RESET (they reach another database or server);
+* library names: FUNCTION LOAD/DELETE only of ``racelab*`` libraries, and FUNCTION LOAD REPLACE
+  or FUNCTION DELETE only when the library on the server is absent or byte for byte the suite's
+  (``lua/``) or loaded by this process (``ForeignLibraryError`` otherwise);
+* script bodies (EVAL, SCRIPT LOAD, FUNCTION LOAD) that name FLUSHALL, FLUSHDB, SWAPDB, MOVE,
+  SELECT or MIGRATE as a string literal.
+
+What it cannot see: a name a script computes at run time (``redis.call(ARGV[1])``,
+``'FLUSH'..'ALL'``), bytes written straight to a socket. It does not check key names either:
+keeping writes under the prefix is the ACL user's job, and the namespace's by construction.
 """
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import redis
 import redis.client
 import redis.cluster
+
+from helpers.backend.namespace import escape_glob
 
 # Command name (upper case, with subcommand where it matters) -> why it is refused.
 _WHOLE_SERVER = {
@@ -26,6 +48,7 @@ _WHOLE_SERVER = {
     "FUNCTION RESTORE": "can replace every function library",
     "SCRIPT FLUSH": "empties the script cache that every client shares",
     "SCRIPT KILL": "kills whatever script is running, maybe somebody else's",
+    "SCRIPT DEBUG": "debugs scripts in a forked or blocked server",
     "FUNCTION KILL": "kills whatever function is running, maybe somebody else's",
     "SHUTDOWN": "stops the server",
     "DEBUG": "can crash, pause or reload the server",
@@ -33,8 +56,14 @@ _WHOLE_SERVER = {
     "CONFIG RESETSTAT": "resets everybody's statistics",
     "SWAPDB": "swaps whole databases",
     "MOVE": "moves a key to another database",
+    "MIGRATE": "moves keys to another server or database",
+    "RESET": "resets the connection to database 0 and no user state, where the run's cleanup does not look",
+    "MONITOR": "streams every client's commands, other people's included",
+    "SYNC": "streams the whole dataset",
+    "PSYNC": "streams the whole dataset",
     "CLIENT KILL": "disconnects other clients",
     "CLIENT PAUSE": "pauses every client",
+    "CLIENT UNBLOCK": "interrupts another client's blocking command",
     "REPLICAOF": "turns the server into a replica, discarding its data",
     "SLAVEOF": "turns the server into a replica, discarding its data",
     "CLUSTER RESET": "resets cluster state",
@@ -69,71 +98,306 @@ _WHOLE_SERVER = {
 # Redis lets a Lua script call these (unlike CONFIG SET or SCRIPT FLUSH), so a script body with
 # one of them as a string literal ('flushall', "FLUSHDB", [[select]]) is refused too, however it
 # would be called (redis.call('x'), redis.call 'x', redis['call']('x'), local cmd = 'x'). A name
-# assembled at run time is not seen: this is a second fence; the first is that the suite's own
-# lua/ files never call them.
+# assembled at run time is not seen: the ACL user refuses those.
 _SCRIPT_REFUSED = re.compile(
-    r"""(['"]|\[=*\[)\s*(flushall|flushdb|swapdb|move|select|migrate)\s*(['"]|\]=*\])""",
+    rb"""(['"]|\[=*\[)\s*(flushall|flushdb|swapdb|move|select|migrate)\s*(['"]|\]=*\])""",
     re.IGNORECASE)
+# Where the script body is among the normalised words: EVAL body ..., SCRIPT LOAD body, FUNCTION LOAD [REPLACE] body.
 _SCRIPT_BODY = {"EVAL": 1, "EVAL_RO": 1, "SCRIPT LOAD": -1, "FUNCTION LOAD": -1}
 
 SUITE_LIBRARY_PREFIX = "racelab"
 
 
 class UnsafeCommandError(redis.RedisError):
-    """A destructive command was about to be sent to a server the suite does not own."""
+    """A command that reaches beyond the run's keys was about to be sent to a server the suite does not own."""
 
 
-def _name(args: tuple[Any, ...]) -> str:
-    def text(x: Any) -> str:
-        return x.decode(errors="replace") if isinstance(x, (bytes, bytearray)) else str(x)
-    # redis-py sends some commands with the subcommand in the first argument ("FUNCTION FLUSH").
-    words = " ".join(text(a) for a in args[:2]).upper().split()
-    return " ".join(words[:2])
+class ForeignLibraryError(UnsafeCommandError):
+    """A racelab* library on the server is not the suite's code: the suite will not replace or delete it."""
 
 
-def _text(x: Any) -> str:
-    return x.decode(errors="replace") if isinstance(x, (bytes, bytearray)) else str(x)
+def _as_bytes(x: Any) -> bytes:
+    """Return one command argument as the bytes redis-py would send (str as UTF-8)."""
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        return bytes(x)
+    if isinstance(x, str):
+        return x.encode("utf-8", "surrogateescape")
+    return str(x).encode()
 
 
-def _library_name(code: Any) -> str:
-    first = _text(code)
-    first = first.lstrip().splitlines()[0] if first.strip() else ""
+def command_words(args: Iterable[Any]) -> list[bytes]:
+    """Return a command's arguments as bytes, the first split on whitespace (case left as sent).
+
+    redis-py splits a first argument such as "FUNCTION FLUSH" into two; splitting every kind of
+    first argument (bytes, bytearray, memoryview too) is never less strict than that.
+    """
+    args = list(args)
+    if not args:
+        return []
+    return _as_bytes(args[0]).split() + [_as_bytes(a) for a in args[1:]]
+
+
+def _name(words: list[bytes]) -> tuple[str, str]:
+    """Return the command name and 'name subcommand', upper-cased as Redis compares them (ASCII only)."""
+    one = words[0].upper().decode("latin-1") if words else ""
+    two = f"{one} {words[1].upper().decode('latin-1')}" if len(words) > 1 else one
+    return one, two
+
+
+def _library_name(code: bytes) -> str:
+    first = code.lstrip().split(b"\n", 1)[0] if code.strip() else b""
     for part in first.split():
-        if part.startswith("name="):
-            return part[5:]
+        if part.startswith(b"name="):
+            return part[5:].decode("utf-8", "replace")
     return ""
 
 
-def check_command(args: tuple[Any, ...], owned: bool) -> None:
-    """Raise UnsafeCommandError if args must not run on a server the suite does not own."""
-    if owned or not args:
-        return
-    two = _name(args)
-    one = two.split(" ")[0]
-    reason = _WHOLE_SERVER.get(two) or _WHOLE_SERVER.get(one)
-    body_at = _SCRIPT_BODY.get(two, _SCRIPT_BODY.get(one))
-    if reason is None and body_at is not None:
-        # args[0] may carry the subcommand ("SCRIPT LOAD", code) or not ("SCRIPT", "LOAD", code).
-        found = _SCRIPT_REFUSED.search(_text(args[body_at])) if len(args) > 1 else None
+def _reason(words: list[bytes]) -> tuple[str, str] | None:
+    """Return (what is refused, why) for a command that must not run on a server the suite does not own."""
+    one, two = _name(words)
+    if two in _WHOLE_SERVER:
+        return two, _WHOLE_SERVER[two]
+    if one in _WHOLE_SERVER:
+        return one, _WHOLE_SERVER[one]
+    if one == "COPY" and any(w.upper() == b"DB" for w in words[3:]):
+        return "COPY ... DB", "copies a key into another database, where the run's prefix and cleanup do not reach"
+    what = two if two in _SCRIPT_BODY else one
+    body_at = _SCRIPT_BODY.get(what)
+    if body_at is not None and len(words) > (1 if body_at > 0 else 2):
+        found = _SCRIPT_REFUSED.search(words[body_at])
         if found:
-            reason = f"runs a Lua script that calls {found.group(2).upper()}, which can reach every key"
-    if reason is None and one == "FUNCTION":
-        sub = two.split(" ")[1] if " " in two else ""
-        if sub == "DELETE":
-            lib = args[-1].decode() if isinstance(args[-1], bytes) else str(args[-1])
-            if not lib.startswith(SUITE_LIBRARY_PREFIX):
-                reason = f"deletes library {lib!r}, which is not one of the suite's ({SUITE_LIBRARY_PREFIX}*)"
-        elif sub == "LOAD":
-            lib = _library_name(args[-1])
-            if not lib.startswith(SUITE_LIBRARY_PREFIX):
-                reason = (f"loads library {lib!r}; the suite only loads libraries named "
-                          f"{SUITE_LIBRARY_PREFIX}*, so it cannot replace somebody else's")
-    if reason:
+            return what, f"runs a Lua script that calls {found.group(2).decode().upper()}, which can reach every key"
+    if two == "FUNCTION DELETE" and len(words) > 2:
+        lib = words[2].decode("utf-8", "replace")
+        if not lib.startswith(SUITE_LIBRARY_PREFIX):
+            return two, f"deletes library {lib!r}, which is not one of the suite's ({SUITE_LIBRARY_PREFIX}*)"
+    if two == "FUNCTION LOAD" and len(words) > 2:
+        lib = _library_name(words[-1])
+        if not lib.startswith(SUITE_LIBRARY_PREFIX):
+            return two, (f"loads library {lib!r}; the suite only loads libraries named "
+                         f"{SUITE_LIBRARY_PREFIX}*, so it cannot replace somebody else's")
+    return None
+
+
+def check_command(args: Iterable[Any], owned: bool) -> None:
+    """Raise UnsafeCommandError if args must not run on a server the suite does not own."""
+    if owned:
+        return
+    words = command_words(args)
+    refused = _reason(words) if words else None
+    if refused:
+        what, why = refused
         raise UnsafeCommandError(
-            f"refusing {two.strip()}: it {reason}, and this server was not started by the suite. "
+            f"refusing {what}: it {why}, and this server was not started by the suite. "
             f"The suite only touches keys under its own prefix on a server it does not own. "
             f"Run against a throwaway server (RACELAB_BACKEND=real) or the embedded backend instead.")
 
+
+# ----------------------------------------------------------------------------------------------
+# Hand-packed commands: what send_packed_command is given when no pack_command made it.
+
+def packed_commands(data: Any) -> list[list[bytes]]:
+    """Return the commands in RESP bytes (arrays of bulk strings); ValueError if that is not all they are."""
+    if isinstance(data, (list, tuple)):
+        data = b"".join(_as_bytes(chunk) for chunk in data)
+    data, commands, i = _as_bytes(data), [], 0
+    while i < len(data):
+        if data[i:i + 1] != b"*":
+            raise ValueError("not a RESP array (an inline command)")
+        end = data.index(b"\r\n", i)
+        count, i, args = int(data[i + 1:end]), end + 2, []
+        for _ in range(count):
+            if data[i:i + 1] != b"$":
+                raise ValueError("an array element that is not a bulk string")
+            end = data.index(b"\r\n", i)
+            size = int(data[i + 1:end])
+            start, i = end + 2, end + 2 + size + 2
+            if size < 0 or i > len(data) or data[i - 2:i] != b"\r\n":
+                raise ValueError("an incomplete bulk string")
+            args.append(data[start:start + size])
+        commands.append(args)
+    return commands
+
+
+def _check_packed(data: Any) -> None:
+    try:
+        commands = packed_commands(data)
+    except ValueError as exc:
+        raise UnsafeCommandError(
+            f"refusing hand-packed bytes the guard cannot read ({exc}) on a server the suite does not own; "
+            f"send commands as arguments (execute_command) instead") from None
+    for args in commands:
+        check_command(args, owned=False)
+
+
+class GuardedConnection:
+    """Mixin put before a redis-py connection class: checks every command before it is written.
+
+    The commands a connection sends while it connects (AUTH, HELLO, CLIENT SETINFO, the SELECT
+    of the URL's database) are the connection's own and pass. Attributes live on the class, so
+    an open connection can be given this class too (``guard_pool``).
+    """
+
+    _racelab_connecting = 0  # > 0 while connect() runs
+    _racelab_trusted = 0  # > 0 while send_command (already checked) sends what it packed
+    _racelab_vetted: Any = None  # the last output of pack_command(s), checked when it was packed
+
+    def _racelab_setup(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        self._racelab_connecting += 1
+        try:
+            return method(*args, **kwargs)
+        finally:
+            self._racelab_connecting -= 1
+
+    def connect(self, *args: Any, **kwargs: Any) -> Any:
+        return self._racelab_setup(super().connect, *args, **kwargs)
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
+        return self._racelab_setup(super().connect_check_health, *args, **kwargs)
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        if not self._racelab_connecting:
+            check_command(args, owned=False)
+        self._racelab_trusted += 1
+        try:
+            super().send_command(*args, **kwargs)
+        finally:
+            self._racelab_trusted -= 1
+
+    def pack_command(self, *args: Any) -> Any:
+        if not self._racelab_connecting:
+            check_command(args, owned=False)
+        self._racelab_vetted = super().pack_command(*args)
+        return self._racelab_vetted
+
+    def pack_commands(self, commands: Iterable[Any]) -> Any:
+        commands = [tuple(c) for c in commands]
+        if not self._racelab_connecting:
+            for command in commands:
+                check_command(command, owned=False)
+        self._racelab_vetted = super().pack_commands(commands)
+        return self._racelab_vetted
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        vetted, self._racelab_vetted = self._racelab_vetted, None
+        if not (self._racelab_connecting or self._racelab_trusted or command is vetted):
+            _check_packed(command)
+        super().send_packed_command(command, check_health)
+
+
+@functools.cache
+def guarded_connection_class(base: type) -> type:
+    """Return a subclass of the connection class base whose connections check every command."""
+    if issubclass(base, GuardedConnection):
+        return base
+    return type(f"Guarded{base.__name__}", (GuardedConnection, base), {})
+
+
+def guard_pool(pool: Any) -> None:
+    """Make pool's future connections, and those it already holds, check every command; returns nothing."""
+    pool.connection_class = guarded_connection_class(pool.connection_class)
+    held = list(getattr(pool, "_available_connections", ())) + list(getattr(pool, "_in_use_connections", ()))
+    for conn in held:
+        conn.__class__ = guarded_connection_class(type(conn))
+
+
+# ----------------------------------------------------------------------------------------------
+# Library names: a racelab* library on the server that is not the suite's code is not the suite's.
+
+_LOADED_HERE: dict[str, set[bytes]] = {}  # library name -> code this process sent with FUNCTION LOAD
+
+
+def suite_libraries() -> dict[str, bytes]:
+    """Return {library name: code} of every function library in lua/ ('#!lua name=...' files)."""
+    from helpers.backend.scripts import LUA_DIR  # local: scripts is the one place that knows lua/
+
+    found = {}
+    for path in sorted(LUA_DIR.glob("*.lua")):
+        code = path.read_bytes()
+        if code.startswith(b"#!lua"):
+            found[_library_name(code)] = code
+    return found
+
+
+def is_suite_code(name: str, code: bytes) -> bool:
+    """Return True if code is byte for byte the suite's library name (lua/) or what this process loaded."""
+    return code == suite_libraries().get(name) or code in _LOADED_HERE.get(name, set())
+
+
+def _plain_base(cls: type) -> type:
+    """Return the redis-py connection class under the suite's mixins (no guard, no mode counting)."""
+    return next(c for c in cls.__mro__ if c.__module__.startswith("redis."))
+
+
+def _pools(client: Any) -> list[Any]:
+    """Return the connection pool of client, or of every primary of a cluster client or pipeline."""
+    nodes = getattr(client, "nodes_manager", None)
+    if nodes is None:
+        return [client.connection_pool]
+    if not any(n.redis_connection for n in nodes.nodes_cache.values()):
+        nodes.initialize()
+    return [n.redis_connection.connection_pool for n in nodes.nodes_cache.values()
+            if n.server_type == redis.cluster.PRIMARY and n.redis_connection is not None]
+
+
+def _library_fields(entry: Any) -> dict[bytes, Any]:
+    if isinstance(entry, dict):
+        return {_as_bytes(k): v for k, v in entry.items()}
+    return {_as_bytes(k): v for k, v in zip(entry[::2], entry[1::2])}
+
+
+def library_codes(client: Any, name: str) -> list[bytes]:
+    """Return the code of library name on each server (each primary) behind client; absent ones are left out.
+
+    Asked on a connection of its own, so the client's counted round trips and its gate never see it.
+    """
+    codes = []
+    for pool in _pools(client):
+        side = redis.ConnectionPool(connection_class=_plain_base(pool.connection_class),
+                                    **{**pool.connection_kwargs, "decode_responses": False})
+        try:
+            listing = redis.Redis(connection_pool=side).execute_command(
+                "FUNCTION", "LIST", "LIBRARYNAME", escape_glob(name), "WITHCODE")
+        finally:
+            side.disconnect()
+        for entry in listing or []:
+            fields = _library_fields(entry)
+            if _as_bytes(fields.get(b"library_name", b"")) == name.encode():
+                codes.append(_as_bytes(fields.get(b"library_code", b"")))
+    return codes
+
+
+def check_library_change(client: Any, args: Iterable[Any]) -> None:
+    """Raise ForeignLibraryError before FUNCTION LOAD REPLACE or FUNCTION DELETE of a library that is not the suite's.
+
+    A new FUNCTION LOAD (no REPLACE) is left to the server, which refuses a name already taken.
+    """
+    args = list(args)
+    if not args or not _as_bytes(args[0]).upper().startswith(b"FUNCTION"):
+        return
+    words = command_words(args)
+    two = _name(words)[1]
+    if two == "FUNCTION LOAD" and len(words) > 2:
+        name, doing = _library_name(words[-1]), "replace"
+        _LOADED_HERE.setdefault(name, set()).add(words[-1])
+        if b"REPLACE" not in (w.upper() for w in words[2:-1]):
+            return
+    elif two == "FUNCTION DELETE" and len(words) == 3:
+        name, doing = words[2].decode("utf-8", "replace"), "delete"
+    else:
+        return
+    if not name.startswith(SUITE_LIBRARY_PREFIX):
+        return  # check_command refuses those outright
+    if any(not is_suite_code(name, code) for code in library_codes(client, name)):
+        raise ForeignLibraryError(
+            f"refusing to {doing} function library {name!r}: the server holds a library of that name whose "
+            f"code is not byte for byte the suite's (lua/), so it belongs to somebody else (or to another "
+            f"version of the suite). It was left as it is. Ask its owner to remove it, or use a throwaway "
+            f"server (RACELAB_BACKEND=real).")
+
+
+# ----------------------------------------------------------------------------------------------
+# The guarded clients.
 
 class _Guarded:
     """Mixin: check every command before it is sent or queued."""
@@ -142,6 +406,8 @@ class _Guarded:
 
     def execute_command(self, *args, **options):
         check_command(args, self.racelab_owned)
+        if not self.racelab_owned:
+            check_library_change(self, args)
         return super().execute_command(*args, **options)
 
 
@@ -158,8 +424,15 @@ class GuardedRedis(_Guarded, redis.Redis):
     """A redis-py client that refuses destructive commands on a server the suite does not own."""
 
     def __init__(self, *args, racelab_owned: bool = False, **kwargs):
+        pool = kwargs.get("connection_pool")
+        if pool is not None and not racelab_owned:
+            guard_pool(pool)  # before a single-connection client takes its connection
         super().__init__(*args, **kwargs)
         self.racelab_owned = racelab_owned
+        if not racelab_owned:
+            guard_pool(self.connection_pool)
+            if self.connection is not None:
+                self.connection.__class__ = guarded_connection_class(type(self.connection))
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> GuardedPipeline:
         """Return a pipeline that carries the same guard."""
@@ -176,8 +449,17 @@ class GuardedRedisCluster(_Guarded, redis.cluster.RedisCluster):
     """A redis-py cluster client that refuses destructive commands on a cluster the suite does not own."""
 
     def __init__(self, *args, racelab_owned: bool = False, **kwargs):
+        if not racelab_owned:
+            kwargs["connection_class"] = guarded_connection_class(kwargs.get("connection_class", redis.Connection))
         super().__init__(*args, **kwargs)
         self.racelab_owned = racelab_owned
+        if not racelab_owned:
+            nodes = self.nodes_manager
+            nodes.connection_kwargs["connection_class"] = guarded_connection_class(
+                nodes.connection_kwargs.get("connection_class", redis.Connection))
+            for node in nodes.nodes_cache.values():
+                if node.redis_connection is not None:
+                    guard_pool(node.redis_connection.connection_pool)
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
         """Return a cluster pipeline that carries the same guard."""
