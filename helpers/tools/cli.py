@@ -2,9 +2,11 @@
 
     python -m helpers find                    # print the redis-server >= 8.4 it would use, or fail
     python -m helpers run -- CMD...           # run CMD with REDIS_URL set to a fresh throwaway server
-    python -m helpers run --shared -- CMD...  # the same, on a server pre-filled with foreign data;
-                                              # fails if CMD touched any of it or left suite keys
-                                              # behind (helpers.tools.foreign)
+    python -m helpers run --shared -- CMD...  # the same, on a server pre-filled with foreign data
+                                              # (2,000+ keys of every type, two databases, libraries,
+                                              # a cached script), CMD running as the workshop ACL
+                                              # user; fails if CMD touched any of it or left suite
+                                              # keys behind (helpers.tools.foreign)
     python -m helpers run --binary PATH [--cluster] [--shared] -- CMD...
                                               # the same with that server binary, any version
                                               # (Redis 7.0, Valkey: the backend matrix); CMD's own
@@ -12,7 +14,10 @@
     python -m helpers run --cluster [--shared] -- CMD...
                                               # the same on a fresh 3-node cluster (REDIS_URL is a
                                               # seed node; connect() detects the cluster); --shared
-                                              # fills and checks every node
+                                              # fills and checks every node, and sets the user on each
+    python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]
+                                              # print the ACL SETUSER line of the least-privilege
+                                              # workshop user, and its REDIS_URL (helpers.tools.acl)
 """
 
 from __future__ import annotations
@@ -20,44 +25,111 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections import Counter
 
 import redis
 
-from helpers.tools import foreign
+from helpers.tools import acl, foreign
 from helpers.backend.server import (BINARY_VARIABLE, RedisClusterServer, RedisServer, ServerNotFound,
                                     binary_version, find_binary, server_description)
 
 
-def _run_on_shared_server(server: RedisServer | RedisClusterServer, command: list[str]) -> int:
-    """Run command against a server full of foreign data; fail if any of it changed or suite keys remain.
+def _admin(node: RedisServer, password: str, db: int = 0) -> redis.Redis:
+    """Return a client of one node as its default user (the administrator), decode_responses=False."""
+    return node.client(password=password, db=db)
 
-    The data goes in through a client that routes by slot (on a cluster, each key lands on the node
-    that owns it and FUNCTION LOAD reaches every primary); each node is then checked on its own.
+
+def _has_databases(admin: redis.Redis) -> bool:
+    return str(admin.info("cluster").get("cluster_enabled", 0)) != "1"
+
+
+def _summary(planted: Counter, before: dict[tuple[int, int], foreign.Snapshot], nodes: int,
+             server_wide: list[foreign.Snapshot]) -> str:
+    """Return the passed-check line: what was verified, counted from the snapshots."""
+    by_db = Counter()
+    for (_port, db), snap in before.items():
+        by_db[db] += len(snap.keys)
+    total = sum(by_db.values())
+    with_ttl = sum(1 for snap in before.values() for (_t, _p, expiry) in snap.keys.values() if expiry > 0)
+    plural = {"string": "strings", "hash": "hashes", "list": "lists", "set": "sets", "zset": "sorted sets",
+              "stream": "streams"}
+    kinds = ", ".join(f"{planted[k]} {plural[k]}" for k in foreign.KINDS)
+    dbs = " and ".join(f"database {db} ({n:,})" for db, n in sorted(by_db.items()))
+    libraries = len(server_wide[0].libraries)
+    return (f"racelab: shared-server check passed: {total:,} foreign keys intact in {dbs}"
+            f"{f' over {nodes} nodes' if nodes > 1 else ''}: {kinds}; "
+            f"{planted['hash with field TTLs']} hashes with hash-field TTLs, {with_ttl} keys with a TTL "
+            f"(same absolute expiry), {planted['binary name']} binary names, "
+            f"{planted['look-alike racelab: key']} look-alike racelab: keys. "
+            f"{libraries} foreign function libraries (one named like the suite's) and the cached script "
+            f"intact, CONFIG ({len(server_wide[0].config)} parameters) and ACL LIST "
+            f"({len(server_wide[0].acl)} users) unchanged{' on every node' if nodes > 1 else ''}; "
+            f"no suite keys or libraries left. The command ran as ACL user {acl.USER!r}.")
+
+
+def _run_on_shared_server(server: RedisServer | RedisClusterServer, command: list[str]) -> int:
+    """Run command as the workshop ACL user on a server full of foreign data; fail if any of it changed.
+
+    Like a shared server: the default user gets a password (so RESET or a URL without a user
+    cannot fall back on it), the workshop user (helpers.tools.acl) is set on every node, and
+    CMD gets a REDIS_URL with that user in it. The foreign keys go in through a client that
+    routes by slot (on a cluster each lands on the node that owns it), the libraries and the
+    cached script on every node; each node and database is then checked on its own.
     """
     nodes = server.servers if isinstance(server, RedisClusterServer) else [server]
-    filler = (redis.RedisCluster(host="127.0.0.1", port=nodes[0].port) if isinstance(server, RedisClusterServer)
-              else server.client())
-    admins = [node.client() for node in nodes]
+    admin_password, user_password = acl.new_password(), acl.new_password()
+    for node in nodes:
+        with node.client() as open_default:
+            open_default.execute_command("ACL", "SETUSER", "default", "resetpass", f">{admin_password}")
+    admins = {(node.port, 0): _admin(node, admin_password) for node in nodes}
+    if _has_databases(admins[(nodes[0].port, 0)]):
+        admins[(nodes[0].port, foreign.SECOND_DB)] = _admin(nodes[0], admin_password, foreign.SECOND_DB)
     try:
+        acl.apply([admins[(node.port, 0)] for node in nodes], user_password)
+        filler = (redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, password=admin_password)
+                  if isinstance(server, RedisClusterServer) else _admin(nodes[0], admin_password))
         with filler:
-            foreign.fill_foreign(filler)
-        before = [foreign.snapshot(admin) for admin in admins]
-        rc = subprocess.run(command, env=dict(os.environ, REDIS_URL=server.url)).returncode
+            planted = foreign.plant_keys(filler, field_ttls=foreign.has_field_ttls(admins[(nodes[0].port, 0)]))
+        for (port, db), admin in admins.items():
+            if db == 0:
+                foreign.plant_server_wide(admin)
+            else:
+                planted += foreign.plant_keys(admin, foreign.SECOND_DB_KEYS, label=f"db{db}")
+        before = {where: foreign.snapshot(admin, server_wide=where[1] == 0) for where, admin in admins.items()}
+        url = acl.user_url(server.url, user_password)
+        print(f"racelab: running as ACL user {acl.USER!r} (python -m helpers acl prints its rules)", flush=True)
+        rc = subprocess.run(command, env=dict(os.environ, REDIS_URL=url)).returncode
         problems = []
-        for node, admin, earlier in zip(nodes, admins, before):
-            where = f" (node {node.port})" if len(nodes) > 1 else ""
-            problems += [p + where for p in foreign.compare(earlier, foreign.snapshot(admin))]
-            problems += [f"suite key left behind: {k}{where}" for k in foreign.suite_leftovers(admin)]
+        for (port, db), admin in admins.items():
+            where = "".join([f" (node {port})" if len(nodes) > 1 else "", f" (database {db})" if db else ""])
+            after = foreign.snapshot(admin, server_wide=db == 0)
+            problems += [p + where for p in foreign.compare(before[(port, db)], after)]
+            problems += [f"suite key left behind: {k}{where}"
+                         for k in foreign.suite_leftovers(admin, before[(port, db)], server_wide=db == 0)]
     finally:
-        for admin in admins:
+        for admin in admins.values():
             admin.close()
     for line in problems:
         print(f"racelab: SHARED-SERVER CHECK FAILED: {line}", file=sys.stderr)
     if not problems:
-        keys = sum(len(b.keys) for b in before)
-        print(f"racelab: shared-server check passed: {keys} foreign keys and {len(before[0].libraries)} "
-              f"foreign libraries intact{' on every node' if len(nodes) > 1 else ''}, no suite keys left.")
+        print(_summary(planted, before, len(nodes), [s for (_p, db), s in before.items() if db == 0]))
     return rc or (1 if problems else 0)
+
+
+def _print_acl(options: list[str]) -> int:
+    """python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]: print the workshop user."""
+    values = dict(zip(options[::2], options[1::2]))
+    if len(options) % 2 or set(values) - {"--user", "--password", "--url", "--db"}:
+        print(__doc__, file=sys.stderr)
+        return 2
+    password = values.get("--password") or acl.new_password()
+    try:
+        print(acl.explain(password, user=values.get("--user", acl.USER),
+                          url=values.get("--url", "redis://HOST:6379/0"), db=int(values.get("--db", 0))))
+    except ValueError as exc:
+        print(f"racelab: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(argv: list[str]) -> int:
@@ -69,6 +141,8 @@ def main(argv: list[str]) -> int:
             return 1
         print(f"{path} (version {'.'.join(map(str, binary_version(path.with_name('redis-server'))))})")
         return 0
+    if argv[:1] == ["acl"]:
+        return _print_acl(argv[1:])
     if argv[:1] == ["run"] and "--" in argv:
         options, command = argv[1:argv.index("--")], argv[argv.index("--") + 1:]
         binary = None
