@@ -135,3 +135,94 @@ def test_guard_covers_transaction_helper_raw_command_and_pipeline_script_loading
     with pytest.raises(UnsafeCommandError):
         pipe.execute()  # the pipeline's SCRIPT LOAD of the body is checked
     assert c.get(key) == "1"
+
+
+# --- issue 16: names normalised, more commands, every way a client sends -------------------------
+
+@pytest.mark.parametrize("args", [
+    (memoryview(b"FLUSHALL"),), ("SCRIPT", memoryview(b"FLUSH")), (memoryview(b"CONFIG"), "SET", "maxmemory", "1"),
+    (bytearray(b"flushdb"),), ("fLuShAlL",), (b"script flush",), (memoryview(b"function flush"),),
+    ("Function", bytearray(b"Restore"), b"x"), (" FLUSHALL ",), ("CONFIG\tSET", "a", "b"),
+    ("COPY", "k1", "k2", "DB", 3, "REPLACE"), ("copy", "k1", "k2", b"db", 0), ("MIGRATE", "h", 6379, "k", 0, 5000),
+    ("reset",), ("MONITOR",), ("CLIENT", "UNBLOCK", 7), ("SCRIPT", "DEBUG", "YES"),
+], ids=repr)
+def test_command_names_are_normalised_before_the_check(args):
+    with pytest.raises(UnsafeCommandError, match="not started by the suite"):
+        check_command(args, owned=False)
+
+
+@pytest.mark.parametrize("args", [
+    ("COPY", "k1", "k2"), ("COPY", "k1", "k2", "REPLACE"), ("SET", "db", "DB"), (memoryview(b"GET"), "k"),
+    ("HSET", "migrate", "reset", "flushall"),
+], ids=repr)
+def test_arguments_that_only_look_like_refused_names_pass(args):
+    check_command(args, owned=False)
+
+
+def test_hand_packed_commands_are_read_as_resp_arrays():
+    from helpers.backend.guard import packed_commands
+
+    assert packed_commands(b"*1\r\n$8\r\nFLUSHALL\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n") == [[b"FLUSHALL"], [b"GET", b"k"]]
+    assert packed_commands([b"*2\r\n$3\r\nGET\r\n$2\r\nk", memoryview(b"1\r\n")]) == [[b"GET", b"k1"]]
+    for unreadable in (b"FLUSHALL\r\n", b"*1\r\n$8\r\nFLUSH", b"*1\r\n:1\r\n", b"*1\r\n$3\r\nGETX\r\n"):
+        with pytest.raises(ValueError):
+            packed_commands(unreadable)
+
+
+def test_every_way_a_client_sends_is_guarded_on_a_server_not_owned(lab):
+    if lab.owns_server:
+        pytest.skip("the embedded backend is owned by the suite; the guard is off there by design")
+    c, key = lab.client(), lab.key("x")
+    c.set(key, 1)
+    with pytest.raises(UnsafeCommandError):
+        c.pubsub().execute_command("FLUSHALL")
+    with pytest.raises(UnsafeCommandError):
+        with c.monitor():
+            pass
+    conn = c.connection_pool.get_connection()
+    try:
+        with pytest.raises(UnsafeCommandError):
+            conn.send_command(memoryview(b"FLUSHDB"))
+        with pytest.raises(UnsafeCommandError):
+            conn.send_packed_command(conn.pack_command("SCRIPT", "FLUSH"))
+        with pytest.raises(UnsafeCommandError):
+            conn.send_packed_command([b"*1\r\n$7\r\nFLUSHDB\r\n"])
+        with pytest.raises(UnsafeCommandError):
+            conn.pack_commands([("GET", key), ("FLUSHALL",)])
+    finally:
+        c.connection_pool.release(conn)
+    with pytest.raises(UnsafeCommandError):
+        lab.client(single_connection_client=True).connection.send_command("FLUSHALL")
+    assert c.get(key) == "1"
+
+
+def test_a_url_database_is_selected_while_connecting_even_though_select_is_refused(real_url):
+    lab = connect("guard_db", url=real_url.rsplit("/", 1)[0] + "/2", owned=False)
+    try:
+        c = lab.client()
+        c.set(lab.key("x"), 1)
+        assert c.connection_pool.connection_kwargs["db"] == 2
+        with pytest.raises(UnsafeCommandError, match="refusing SELECT"):
+            c.execute_command("SELECT", 0)
+        assert c.get(lab.key("x")) == "1"
+    finally:
+        lab.cleanup()
+        lab.close()
+
+
+def test_the_guard_stays_off_on_an_owned_server(owned_server):
+    lab = connect("guard", url=owned_server.url)
+    assert lab.owns_server
+    conn = lab.client().connection_pool.get_connection()
+    conn.send_command("CONFIG", "SET", "maxmemory-policy", "noeviction")  # no guard in the connection
+    assert conn.read_response() in (b"OK", "OK")
+    lab.close()
+
+
+def test_a_cluster_node_s_own_client_is_guarded(cluster_lab):
+    c = cluster_lab.client()
+    for node in c.get_primaries():
+        with pytest.raises(UnsafeCommandError):
+            c.get_redis_connection(node).flushall()
+    with pytest.raises(UnsafeCommandError):
+        c.pubsub().execute_command("FLUSHALL")
