@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from helpers import Lab
-from helpers.dictionary import DictKeys, check_dictionary, dict_keys
+from races.dictionary import DictKeys, check_dictionary, dict_keys
 from helpers.backend.scripts import load_script, script_header
 
 
@@ -32,7 +32,7 @@ def test_batch_returns_ids_in_order_new_strings_numbered_in_argv_order(lab: Lab)
     assert ids == [3, 2, 4, 3, 5, 4]
     assert all(type(i) is int for i in ids)
     assert client.hgetall(keys.ids) == {b"1": b"b", b"2": b"a", b"3": b"c", b"4": b"", b"5": b"\x00\xff"}
-    assert check_dictionary(client, keys).ok
+    assert check_dictionary(client, keys) == []
 
 
 def test_batch_agrees_with_the_single_string_script(lab: Lab) -> None:
@@ -73,21 +73,20 @@ def test_inconsistency_found_late_in_the_batch_writes_nothing(lab: Lab) -> None:
 def test_64_clients_sending_overlapping_batches_keep_a_bijection_with_dense_ids(lab: Lab) -> None:
     import random
 
-    from helpers.instruments.race import run_clients
+    from helpers import lua, run_clients
 
     keys = dict_keys(lab.ns, "d")
     words = [f"w{i}" for i in range(200)] + ["", "\x00", " ", "01", "1"]
+    script = lua("dict_get_or_put_batch")
 
-    def client_fn(ctx: Any) -> list[tuple[str, int]]:
-        script = ctx.local.setdefault("s", load_script(ctx.client, "dict_get_or_put_batch"))
-        batch = random.Random(ctx.client_id * 100 + ctx.iteration).choices(words, k=25)  # repeats too
-        return list(zip(batch, script(keys=keys.all(), args=batch, client=ctx.client)))
+    def client_fn(client: Any, seed: int) -> list[tuple[str, int]]:
+        batch = random.Random(seed).choices(words, k=25)  # repeats too
+        return list(zip(batch, script(keys=keys.all(), args=batch, client=client)))
 
-    run = run_clients(lab, client_fn, clients=64, iterations=3)
+    run = run_clients(lab, client_fn, inputs=[[c * 100 + i for i in range(3)] for c in range(64)])  # 64 x 3
     answers = [pair for _, _, pairs in run.outcomes for pair in pairs]
-    check = check_dictionary(lab.client(), keys, answers)
-    assert check.ok, check.summary()
-    assert check.size == len({text for text, _ in answers})
+    assert check_dictionary(lab.client(), keys, answers) == []
+    assert lab.client().hlen(keys.ids) == len({text for text, _ in answers})
 
 
 def test_an_id_the_batch_would_assign_already_taken_is_refused_and_nothing_is_written(lab: Lab) -> None:
