@@ -5,19 +5,22 @@ from __future__ import annotations
 import pytest
 import redis
 
-from helpers import Lab
-from helpers.ratelimit import check_sliding_window
+from helpers import Lab, run_clients
 
 STEM = "rate_limit_sliding_window"
 
 
-def call(lab: Lab, key: str, *args: object) -> list:
-    """Run the script once and return its raw reply."""
-    return lab.script(STEM)(keys=[key], args=list(args))
+def call(lab: Lab, key: str, *args: object, client: object = None) -> list:
+    """Run the script once (on client, default a new client) and return its raw reply."""
+    return lab.script(STEM, client)(keys=[key], args=list(args))
 
 
-def test_passes_the_notebook_stress_check(lab: Lab) -> None:
-    assert "160 concurrent" in check_sliding_window(lab, STEM, clients=16, each=10)
+def test_concurrent_requests_at_one_instant_admit_exactly_the_limit(lab: Lab) -> None:
+    # Lockstep rounds: every client's call reaches the server in the same round as the others'.
+    key, ids = lab.key("crowd"), iter(range(10**6))
+    result = run_clients(lab, lambda c: call(lab, key, 40, 60_000, 5_000, f"r{next(ids)}", client=c)[0],
+                         clients=16, iterations=10, mode="lockstep")
+    assert (result.count(1), result.count(0)) == (40, 120)
 
 
 def test_counts_only_requests_newer_than_now_minus_window(lab: Lab) -> None:
@@ -65,11 +68,6 @@ def test_key_of_another_type_raises_wrongtype_and_is_untouched(lab: Lab) -> None
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         call(lab, key, 3, 1000, 5, "r")
     assert c.get(key) == "not a log"
-
-
-def test_the_fixed_window_script_fails_the_sliding_check(lab: Lab) -> None:
-    with pytest.raises(AssertionError, match="sliding window"):
-        check_sliding_window(lab, "rate_limit_fixed_window", clients=2, each=2)
 
 
 def test_a_request_arriving_out_of_time_order_counts_the_later_entries(lab: Lab) -> None:
