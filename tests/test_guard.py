@@ -226,3 +226,13 @@ def test_a_cluster_node_s_own_client_is_guarded(cluster_lab):
             c.get_redis_connection(node).flushall()
     with pytest.raises(UnsafeCommandError):
         c.pubsub().execute_command("FLUSHALL")
+
+
+def test_every_refused_name_is_refused_in_every_spelling():
+    from helpers.backend.guard import _WHOLE_SERVER
+
+    for name in _WHOLE_SERVER:
+        for args in (tuple(name.lower().split()), (name.title(),), tuple(w.encode() for w in name.split()),
+                     (memoryview(name.encode()),)):
+            with pytest.raises(UnsafeCommandError):
+                check_command(args + ("x",), owned=False)
