@@ -3,7 +3,8 @@
 # notebook under nbval on the embedded backend and, when a real Redis >= 8.4 is available
 # (REDIS_URL, .redis/bin or PATH), again against that real server. Without REDIS_URL the real
 # passes run on throwaway servers pre-filled with foreign data: one redis-server, then a 3-node
-# cluster.
+# cluster, each as the least-privilege workshop ACL user (`python -m helpers acl`; set on every
+# node, the default user locked with a password): what a learner on a shared server has.
 # RACELAB_REQUIRE_REAL=1 (set by .ci/run) turns a missing real server into a failure.
 # RACELAB_MATRIX=1 adds the backend matrix: every notebook again on Debian's Redis 7.0 and on
 # Valkey 9 (scripts/get-other-servers.sh puts them in .redis/), where cells that need what the
