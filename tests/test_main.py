@@ -125,3 +125,13 @@ def test_acl_makes_a_random_password_and_refuses_a_bad_command_line() -> None:
     bad = subprocess.run([sys.executable, "-m", "helpers", "acl", "--bogus", "x"], capture_output=True, text=True,
                          timeout=60)
     assert bad.returncode == 2 and "python -m helpers acl" in bad.stderr
+
+
+def test_the_readme_shows_the_acl_line_the_command_prints() -> None:
+    from pathlib import Path
+
+    from helpers.tools import acl
+
+    readme = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    block = readme[readme.index("ACL SETUSER racelab"):readme.index("export REDIS_URL=redis://racelab:PASSWORD")]
+    assert " ".join(block.split()) == acl.setuser_line("PASSWORD")

@@ -14,8 +14,8 @@ in it. The server then enforces, whatever a client sends or a Lua script compute
   which libraries a run may replace or delete is the client-side guard's job
   (``helpers.backend.guard``);
 * what the suite's clients ask the server about itself: INFO server, cluster and commandstats
-  (three sections, not all of INFO), and the cluster topology (CLUSTER SLOTS, SHARDS, NODES,
-  INFO, MYID, KEYSLOT) that a cluster client needs to route;
+  (three sections, not all of INFO), and the slot map (CLUSTER SLOTS or SHARDS) that a
+  cluster client needs to route;
 * no pub/sub channels.
 
 One thing no ACL rule can take away: RESET (like AUTH and HELLO) needs no permission, and it
@@ -54,9 +54,8 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
      "the function-library allowance: load, call, list and delete libraries (the guard checks the names)"),
     (("+info|server", "+info|cluster", "+info|commandstats"),
      "INFO server (the version), cluster (cluster mode?) and commandstats (server time per call)"),
-    (("+cluster|slots", "+cluster|shards", "+cluster|nodes", "+cluster|info", "+cluster|myid",
-      "+cluster|keyslot"),
-     "the cluster topology a cluster client reads to route commands (read-only)"),
+    (("+cluster|slots", "+cluster|shards"),
+     "the slot map a cluster client reads to route commands (read-only; redis-py asks CLUSTER SLOTS)"),
 )
 
 
