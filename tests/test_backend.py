@@ -235,14 +235,14 @@ def test_a_read_only_replica_keeps_its_84_commands(owned_server):
 
 # --- every client has timeouts ----------------------------------------------------------------
 
-def test_real_clients_get_timeouts_and_one_reconnect_unless_told_otherwise(lab):
+def test_real_clients_get_timeouts_and_no_silent_retry_unless_told_otherwise(lab):
     if lab.kind == "embedded":
         pytest.skip("the embedded backend has no socket")
     plain = lab.client()
     options = plain.connection_pool.connection_kwargs
     assert options["socket_connect_timeout"] == CONNECT_TIMEOUT_S
     assert options["socket_timeout"] == REPLY_TIMEOUT_S
-    assert options["retry"].get_retries() == RECONNECT_RETRIES == 1
+    assert options["retry"].get_retries() == RECONNECT_RETRIES == 0
     # A blocking command may ask for a longer wait; the caller's value wins.
     assert lab.client(socket_timeout=30).connection_pool.connection_kwargs["socket_timeout"] == 30
 

@@ -23,7 +23,7 @@ from typing import Any
 
 import redis
 import redis.cluster
-from redis.backoff import ExponentialBackoff
+from redis.backoff import NoBackoff
 from redis.connection import parse_url
 from redis.retry import Retry
 
@@ -47,10 +47,13 @@ warnings.filterwarnings("ignore", message=r"Call to '\w+' method with experiment
 BACKENDS = ("embedded", "real", "cluster")
 
 # Every client of a real server has these, so a frozen or dead server is a clear error within
-# 10 s, never redis-py's silent minute of retries (5 s timeout x 3 retries with backoff, twice).
+# 10 s, never a minute of redis-py's retries (5 s timeout x 3 retries with backoff, twice).
 CONNECT_TIMEOUT_S = 2.0  # to open a TCP connection
 REPLY_TIMEOUT_S = 5.0  # to wait for one reply; a blocking command needs a longer socket_timeout
-RECONNECT_RETRIES = 1  # a broken connection is reopened once (the client's mode counts it); a timeout never
+# No silent retry: a command whose connection broke raises (the next command reconnects, and the
+# client's mode counts it). A retry would hide a server restart from a run, and would reopen the
+# connections a run closes to stop its clients.
+RECONNECT_RETRIES = 0
 
 
 class ServerUnavailable(redis.ConnectionError):
@@ -66,7 +69,8 @@ class TimedConnection(redis.Connection):
 
     def _no_reply(self, exc: redis.TimeoutError, limit: float | None, doing: str) -> NoReply:
         return NoReply(f"no reply from {self.host}:{self.port} within {limit} s {doing}: the server is "
-                       f"stopped (SIGSTOP), paused or overloaded ({exc})")
+                       f"stopped (SIGSTOP), paused or overloaded, or a blocking command needs a longer "
+                       f"socket_timeout ({exc})")
 
     def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -86,10 +90,9 @@ class TimedConnection(redis.Connection):
 
 
 def client_defaults() -> dict[str, Any]:
-    """Return the timeouts and the bounded retry every client of a real server gets by default."""
+    """Return the timeouts and the retry policy (none) every client of a real server gets by default."""
     return {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": REPLY_TIMEOUT_S,
-            "retry": Retry(ExponentialBackoff(cap=0.5, base=0.05), RECONNECT_RETRIES,
-                           supported_errors=(redis.ConnectionError,))}
+            "retry": Retry(NoBackoff(), RECONNECT_RETRIES)}
 
 
 def redacted(url: str) -> str:
@@ -347,8 +350,8 @@ class Lab:
         (as they are), "think" (wait think_s seconds before each), or a Mode object. On a
         cluster, ``node=(host, port)`` gives a plain client of that one node instead of a client
         that routes by key (what forced schedules need for WATCH and MULTI on one connection).
-        A client of a real server times out (``client_defaults()``: NoReply after 5 s, a refused
-        connection after one retry) unless kwargs say otherwise.
+        A client of a real server times out (``client_defaults()``: NoReply after 5 s, no silent
+        retry) unless kwargs say otherwise.
         """
         mode = _make_mode(mode, think_s)
         if self.kind == "embedded":
