@@ -296,6 +296,12 @@ def test_a_foreign_library_named_like_ours_is_refused_byte_for_byte(lab: Any, sh
                     lambda: c.function_delete(foreign.LOOKALIKE_LIBRARY)):
         with pytest.raises(ForeignLibraryError, match="library 'racelab_(dict|someone_elses)'"):
             attempt()
+    conn = c.connection_pool.get_connection()
+    try:
+        with pytest.raises(ForeignLibraryError, match="library 'racelab_dict'"):
+            conn.send_command("FUNCTION", "DELETE", "racelab_dict")  # a pooled connection checks it too
+    finally:
+        c.connection_pool.release(conn)
     with shared.admin() as admin:
         assert foreign.libraries(admin)["racelab_dict"] == FOREIGN_DICT_CODE.encode()
 
@@ -343,6 +349,13 @@ def test_on_a_cluster_the_user_is_on_every_node_and_refuses_there(shared_cluster
         _refused_by_server(lambda: c.eval("return redis.call(ARGV[1])", 0, "FLUSHALL"))
         with pytest.raises(UnsafeCommandError):
             c.get_redis_connection(c.get_primaries()[-1]).flushall()  # a node's own client is guarded too
+        assert load_library(c, "demo_library") == "racelab_demo" and delete_library(c, "demo_library")
+        with cluster.servers[-1].client(password=admin_password) as last_node:
+            last_node.function_load(FOREIGN_DICT_CODE)  # somebody's racelab_dict, on one node only
+        with pytest.raises(ForeignLibraryError, match="racelab_dict"):
+            load_library(c, "dict_library")
+        with cluster.servers[-1].client(password=admin_password) as last_node:
+            assert foreign.libraries(last_node)["racelab_dict"] == FOREIGN_DICT_CODE.encode()
     finally:
         lab.cleanup()
         lab.close()

@@ -17,8 +17,9 @@ What it checks, on every client a ``Lab`` hands out for a server it does not own
   on a pooled connection (bytes that are not complete RESP arrays are refused, unread);
 * COPY with a DB argument, MIGRATE and RESET (they reach another database or server);
 * library names: FUNCTION LOAD/DELETE only of ``racelab*`` libraries, and FUNCTION LOAD REPLACE
-  or FUNCTION DELETE only when the library on the server is absent or byte for byte the suite's
-  (``lua/``) or loaded by this process (``ForeignLibraryError`` otherwise);
+  or FUNCTION DELETE only when the library on the server the connection reaches is absent, or
+  byte for byte the suite's (``lua/``) or loaded by this process (``ForeignLibraryError``
+  otherwise; asked on a side connection, so it is no round trip of the client);
 * script bodies (EVAL, SCRIPT LOAD, FUNCTION LOAD) that name FLUSHALL, FLUSHDB, SWAPDB, MOVE,
   SELECT or MIGRATE as a string literal.
 
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import redis
@@ -209,6 +210,84 @@ def check_command(args: Iterable[Any], owned: bool) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
+# Library names: a racelab* library on the server that is not the suite's code is not the suite's.
+
+_LOADED_HERE: dict[str, set[bytes]] = {}  # library name -> code this process sent with FUNCTION LOAD
+
+
+def suite_libraries() -> dict[str, bytes]:
+    """Return {library name: code} of every function library in lua/ ('#!lua name=...' files)."""
+    from helpers.backend.scripts import LUA_DIR  # local: scripts is the one place that knows lua/
+
+    found = {}
+    for path in sorted(LUA_DIR.glob("*.lua")):
+        code = path.read_bytes()
+        if code.startswith(b"#!lua"):
+            found[_library_name(code)] = code
+    return found
+
+
+def is_suite_code(name: str, code: bytes) -> bool:
+    """Return True if code is byte for byte the suite's library name (lua/) or what this process loaded."""
+    return code == suite_libraries().get(name) or code in _LOADED_HERE.get(name, set())
+
+
+def _library_fields(entry: Any) -> dict[bytes, Any]:
+    if isinstance(entry, dict):
+        return {_as_bytes(k): v for k, v in entry.items()}
+    return {_as_bytes(k): v for k, v in zip(entry[::2], entry[1::2])}
+
+
+def library_code(connection_class: type, options: dict[str, Any], name: str) -> bytes | None:
+    """Return the code of library name on the server that options (a connection's kwargs) reach, None if absent.
+
+    Asked on a connection of its own, so a client's counted round trips and its gate never see it.
+    """
+    side = redis.ConnectionPool(connection_class=connection_class, **{**options, "decode_responses": False})
+    try:
+        listing = redis.Redis(connection_pool=side).execute_command(
+            "FUNCTION", "LIST", "LIBRARYNAME", escape_glob(name), "WITHCODE")
+    finally:
+        side.disconnect()
+    for entry in listing or []:
+        fields = _library_fields(entry)
+        if _as_bytes(fields.get(b"library_name", b"")) == name.encode():
+            return _as_bytes(fields.get(b"library_code", b""))
+    return None
+
+
+def check_library_change(args: tuple[Any, ...], code_on_server: Callable[[str], bytes | None]) -> None:
+    """Raise ForeignLibraryError before FUNCTION LOAD REPLACE or FUNCTION DELETE of a library that is not the suite's.
+
+    code_on_server(name) returns the library's code on the server the command goes to (None if
+    absent). A new FUNCTION LOAD (no REPLACE) is left to the server, which refuses a name already taken.
+    """
+    first = args[0] if args else ""
+    if not _as_bytes(first if not isinstance(first, str) else first[:16]).lstrip().upper().startswith(b"FUNCTION"):
+        return
+    words = command_words(args)
+    two = _name(words)[1]
+    if two == "FUNCTION LOAD" and len(words) > 2:
+        name, doing = _library_name(words[-1]), "replace"
+        _LOADED_HERE.setdefault(name, set()).add(words[-1])
+        if b"REPLACE" not in (w.upper() for w in words[2:-1]):
+            return
+    elif two == "FUNCTION DELETE" and len(words) == 3:
+        name, doing = words[2].decode("utf-8", "replace"), "delete"
+    else:
+        return
+    if not name.startswith(SUITE_LIBRARY_PREFIX):
+        return  # check_command refuses those outright
+    code = code_on_server(name)
+    if code is not None and not is_suite_code(name, code):
+        raise ForeignLibraryError(
+            f"refusing to {doing} function library {name!r}: the server holds a library of that name whose "
+            f"code is not byte for byte the suite's (lua/), so it belongs to somebody else (or to another "
+            f"version of the suite). It was left as it is. Ask its owner to remove it, or use a throwaway "
+            f"server (RACELAB_BACKEND=real).")
+
+
+# ----------------------------------------------------------------------------------------------
 # Hand-packed commands: what send_packed_command is given when no pack_command made it.
 
 def packed_commands(data: Any) -> list[list[bytes]]:
@@ -234,15 +313,12 @@ def packed_commands(data: Any) -> list[list[bytes]]:
     return commands
 
 
-def _check_packed(data: Any) -> None:
-    try:
-        commands = packed_commands(data)
-    except ValueError as exc:
-        raise UnsafeCommandError(
-            f"refusing hand-packed bytes the guard cannot read ({exc}) on a server the suite does not own; "
-            f"send commands as arguments (execute_command) instead") from None
-    for args in commands:
-        check_command(args, owned=False)
+# ----------------------------------------------------------------------------------------------
+# The guarded connection: every way a client sends a command ends here.
+
+def _plain_base(cls: type) -> type:
+    """Return the redis-py connection class under the suite's mixins (no guard, no mode counting)."""
+    return next(c for c in cls.__mro__ if c.__module__.startswith("redis."))
 
 
 class GuardedConnection:
@@ -256,6 +332,15 @@ class GuardedConnection:
     _racelab_connecting = 0  # > 0 while connect() runs
     _racelab_trusted = 0  # > 0 while send_command (already checked) sends what it packed
     _racelab_vetted: Any = None  # the last output of pack_command(s), checked when it was packed
+    _racelab_options: dict[str, Any] = {}  # the kwargs it was made with: where a side connection goes
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._racelab_options = kwargs
+
+    def _racelab_vet(self, args: tuple[Any, ...]) -> None:
+        check_command(args, owned=False)
+        check_library_change(args, lambda name: library_code(_plain_base(type(self)), self._racelab_options, name))
 
     def _racelab_setup(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         self._racelab_connecting += 1
@@ -272,7 +357,7 @@ class GuardedConnection:
 
     def send_command(self, *args: Any, **kwargs: Any) -> None:
         if not self._racelab_connecting:
-            check_command(args, owned=False)
+            self._racelab_vet(args)
         self._racelab_trusted += 1
         try:
             super().send_command(*args, **kwargs)
@@ -281,7 +366,7 @@ class GuardedConnection:
 
     def pack_command(self, *args: Any) -> Any:
         if not self._racelab_connecting:
-            check_command(args, owned=False)
+            self._racelab_vet(args)
         self._racelab_vetted = super().pack_command(*args)
         return self._racelab_vetted
 
@@ -289,14 +374,21 @@ class GuardedConnection:
         commands = [tuple(c) for c in commands]
         if not self._racelab_connecting:
             for command in commands:
-                check_command(command, owned=False)
+                self._racelab_vet(command)
         self._racelab_vetted = super().pack_commands(commands)
         return self._racelab_vetted
 
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         vetted, self._racelab_vetted = self._racelab_vetted, None
         if not (self._racelab_connecting or self._racelab_trusted or command is vetted):
-            _check_packed(command)
+            try:
+                commands = packed_commands(command)
+            except ValueError as exc:
+                raise UnsafeCommandError(
+                    f"refusing hand-packed bytes the guard cannot read ({exc}) on a server the suite does not "
+                    f"own; send commands as arguments (execute_command) instead") from None
+            for args in commands:
+                self._racelab_vet(tuple(args))
         super().send_packed_command(command, check_health)
 
 
@@ -308,111 +400,23 @@ def guarded_connection_class(base: type) -> type:
     return type(f"Guarded{base.__name__}", (GuardedConnection, base), {})
 
 
+def _guard_connection(conn: Any, options: dict[str, Any]) -> None:
+    if not isinstance(conn, GuardedConnection):
+        conn.__class__ = guarded_connection_class(type(conn))
+        conn._racelab_options = options
+
+
 def guard_pool(pool: Any) -> None:
     """Make pool's future connections, and those it already holds, check every command; returns nothing."""
     pool.connection_class = guarded_connection_class(pool.connection_class)
     held = list(getattr(pool, "_available_connections", ())) + list(getattr(pool, "_in_use_connections", ()))
     for conn in held:
-        conn.__class__ = guarded_connection_class(type(conn))
+        _guard_connection(conn, pool.connection_kwargs)
 
 
 # ----------------------------------------------------------------------------------------------
-# Library names: a racelab* library on the server that is not the suite's code is not the suite's.
-
-_LOADED_HERE: dict[str, set[bytes]] = {}  # library name -> code this process sent with FUNCTION LOAD
-
-
-def suite_libraries() -> dict[str, bytes]:
-    """Return {library name: code} of every function library in lua/ ('#!lua name=...' files)."""
-    from helpers.backend.scripts import LUA_DIR  # local: scripts is the one place that knows lua/
-
-    found = {}
-    for path in sorted(LUA_DIR.glob("*.lua")):
-        code = path.read_bytes()
-        if code.startswith(b"#!lua"):
-            found[_library_name(code)] = code
-    return found
-
-
-def is_suite_code(name: str, code: bytes) -> bool:
-    """Return True if code is byte for byte the suite's library name (lua/) or what this process loaded."""
-    return code == suite_libraries().get(name) or code in _LOADED_HERE.get(name, set())
-
-
-def _plain_base(cls: type) -> type:
-    """Return the redis-py connection class under the suite's mixins (no guard, no mode counting)."""
-    return next(c for c in cls.__mro__ if c.__module__.startswith("redis."))
-
-
-def _pools(client: Any) -> list[Any]:
-    """Return the connection pool of client, or of every primary of a cluster client or pipeline."""
-    nodes = getattr(client, "nodes_manager", None)
-    if nodes is None:
-        return [client.connection_pool]
-    if not any(n.redis_connection for n in nodes.nodes_cache.values()):
-        nodes.initialize()
-    return [n.redis_connection.connection_pool for n in nodes.nodes_cache.values()
-            if n.server_type == redis.cluster.PRIMARY and n.redis_connection is not None]
-
-
-def _library_fields(entry: Any) -> dict[bytes, Any]:
-    if isinstance(entry, dict):
-        return {_as_bytes(k): v for k, v in entry.items()}
-    return {_as_bytes(k): v for k, v in zip(entry[::2], entry[1::2])}
-
-
-def library_codes(client: Any, name: str) -> list[bytes]:
-    """Return the code of library name on each server (each primary) behind client; absent ones are left out.
-
-    Asked on a connection of its own, so the client's counted round trips and its gate never see it.
-    """
-    codes = []
-    for pool in _pools(client):
-        side = redis.ConnectionPool(connection_class=_plain_base(pool.connection_class),
-                                    **{**pool.connection_kwargs, "decode_responses": False})
-        try:
-            listing = redis.Redis(connection_pool=side).execute_command(
-                "FUNCTION", "LIST", "LIBRARYNAME", escape_glob(name), "WITHCODE")
-        finally:
-            side.disconnect()
-        for entry in listing or []:
-            fields = _library_fields(entry)
-            if _as_bytes(fields.get(b"library_name", b"")) == name.encode():
-                codes.append(_as_bytes(fields.get(b"library_code", b"")))
-    return codes
-
-
-def check_library_change(client: Any, args: Iterable[Any]) -> None:
-    """Raise ForeignLibraryError before FUNCTION LOAD REPLACE or FUNCTION DELETE of a library that is not the suite's.
-
-    A new FUNCTION LOAD (no REPLACE) is left to the server, which refuses a name already taken.
-    """
-    args = list(args)
-    if not args or not _as_bytes(args[0]).upper().startswith(b"FUNCTION"):
-        return
-    words = command_words(args)
-    two = _name(words)[1]
-    if two == "FUNCTION LOAD" and len(words) > 2:
-        name, doing = _library_name(words[-1]), "replace"
-        _LOADED_HERE.setdefault(name, set()).add(words[-1])
-        if b"REPLACE" not in (w.upper() for w in words[2:-1]):
-            return
-    elif two == "FUNCTION DELETE" and len(words) == 3:
-        name, doing = words[2].decode("utf-8", "replace"), "delete"
-    else:
-        return
-    if not name.startswith(SUITE_LIBRARY_PREFIX):
-        return  # check_command refuses those outright
-    if any(not is_suite_code(name, code) for code in library_codes(client, name)):
-        raise ForeignLibraryError(
-            f"refusing to {doing} function library {name!r}: the server holds a library of that name whose "
-            f"code is not byte for byte the suite's (lua/), so it belongs to somebody else (or to another "
-            f"version of the suite). It was left as it is. Ask its owner to remove it, or use a throwaway "
-            f"server (RACELAB_BACKEND=real).")
-
-
-# ----------------------------------------------------------------------------------------------
-# The guarded clients.
+# The guarded clients: the same check before a command is queued, so a pipeline fails at the line
+# that queued it; the connections they use check again (and the library names) before sending.
 
 class _Guarded:
     """Mixin: check every command before it is sent or queued."""
@@ -421,8 +425,6 @@ class _Guarded:
 
     def execute_command(self, *args, **options):
         check_command(args, self.racelab_owned)
-        if not self.racelab_owned:
-            check_library_change(self, args)
         return super().execute_command(*args, **options)
 
 
@@ -447,7 +449,7 @@ class GuardedRedis(_Guarded, redis.Redis):
         if not racelab_owned:
             guard_pool(self.connection_pool)
             if self.connection is not None:
-                self.connection.__class__ = guarded_connection_class(type(self.connection))
+                _guard_connection(self.connection, self.connection_pool.connection_kwargs)
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> GuardedPipeline:
         """Return a pipeline that carries the same guard."""
