@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from functools import partial
+
+import pytest
+
 from benchmarks import ratelimit_cost as bench
 from benchmarks.__main__ import benchmark_names
 from helpers import Lab
-from helpers.instruments.measure import summarize
+from helpers.instruments.measure import compare_strategies, summarize
 from races import ratelimit as rl
 
 
@@ -50,3 +54,17 @@ def test_measure_throughput_covers_every_strategy_and_client_count(lab: Lab) -> 
 def test_naive_overshoots_in_every_threaded_run(lab: Lab) -> None:
     overs = bench.measure_overshoot(lab, runs=2)
     assert len(overs) == 2 and all(o > 0 for o in overs)
+
+
+def test_compare_strategies_keeps_repeats_runs_per_strategy_and_client_count(lab: Lab) -> None:
+    key, resets = lab.key("w"), []
+    fns = {name: partial(fn, key=key, limit=10**6, window=60) for name, fn in
+           (("naive", rl.naive_allow), ("lua", rl.lua_allow))}
+    runs = compare_strategies(lab, fns, (1, 2), requests=4, repeats=2,
+                              reset=lambda c: resets.append(c.delete(key)))
+    assert {name: {n: len(rs) for n, rs in per.items()} for name, per in runs.items()} == \
+        {"naive": {1: 2, 2: 2}, "lua": {1: 2, 2: 2}}
+    assert all(r.count(True) == 4 and r.clients == n for per in runs.values() for n, rs in per.items() for r in rs)
+    assert len(resets) == 2 * 2 * 3  # strategies x client counts x (warm-up + repeats), before every run
+    with pytest.raises(ValueError):
+        compare_strategies(lab, fns, (0,), requests=4, repeats=1)
