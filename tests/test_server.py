@@ -2,6 +2,7 @@
 even when the process that started them is killed with SIGKILL."""
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -11,8 +12,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from helpers.backend.server import (BINARY_VARIABLE, RedisServer, ServerNotFound, find_binary, parse_version,
-                                    server_description)
+from helpers.backend.server import (_WATCHDOG, BINARY_VARIABLE, RedisServer, ServerNotFound, find_binary,
+                                    parse_version, server_description)
 
 
 def test_parse_version():
@@ -160,3 +161,23 @@ def test_server_description_names_the_product(tmp_path):
     valkey = _fake_binary(tmp_path, "valkey-server", "Valkey server v=9.1.2 sha=00000000:1 malloc=libc")
     assert server_description(valkey) == "valkey-server 9.1.2"
     assert server_description(find_binary()).startswith("redis-server 8.")
+
+
+@pytest.mark.parametrize("mark, killed", [("4242", True), ("9999", False)])
+def test_the_watchdog_kills_only_a_process_that_still_shows_the_port(mark, killed):
+    # A stand-in "server" whose command line holds 4242: once the watchdog's pipe closes (the
+    # starting process is gone), it is killed if the mark matches, and left alone if not (the
+    # pid went to another process meanwhile).
+    stand_in = subprocess.Popen(["sleep", "4242"])
+    read_end, write_end = os.pipe()
+    watchdog = subprocess.Popen(["sh", "-c", _WATCHDOG, "racelab-watchdog", str(stand_in.pid), mark],
+                                stdin=read_end)
+    os.close(read_end)
+    try:
+        os.close(write_end)
+        watchdog.wait(timeout=10)
+        time.sleep(0.1)
+        assert (stand_in.poll() == -signal.SIGKILL) is killed
+    finally:
+        stand_in.kill()
+        stand_in.wait()

@@ -39,9 +39,12 @@ MIN_VERSION = (8, 4, 0)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_BIN = PROJECT_ROOT / ".redis" / "bin"
 BINARY_VARIABLE = "RACELAB_REDIS_SERVER"
-# The watchdog: waits for EOF on stdin (the starting process is gone), then kills the server.
-# It ignores SIGINT and SIGHUP so that a Ctrl-C the starting process survives leaves it on guard.
-_WATCHDOG = 'trap "" INT HUP; while read -r _; do :; done; kill -KILL "$1" 2>/dev/null'
+# The watchdog: waits for EOF on stdin (the starting process is gone), then kills the server ($1),
+# if that pid still runs a command line with its port ($2) in it: a pid the system gave to another
+# process since is left alone. It ignores SIGINT and SIGHUP, so that a Ctrl-C the starting process
+# survives leaves it on guard.
+_WATCHDOG = ('trap "" INT HUP; while read -r _; do :; done; '
+             'tr "\\0" " " < "/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2" && kill -KILL "$1"')
 
 _LIVE: list["RedisServer"] = []
 
@@ -181,7 +184,8 @@ class RedisServer:
         """Start the sh process that kills the server once this process is gone (see module docstring)."""
         read_end, self._lifeline = os.pipe()  # both non-inheritable: no later child holds the write end
         try:
-            self.watchdog = subprocess.Popen(["sh", "-c", _WATCHDOG, "racelab-watchdog", str(self.process.pid)],
+            self.watchdog = subprocess.Popen(["sh", "-c", _WATCHDOG, "racelab-watchdog", str(self.process.pid),
+                                              str(self.port)],
                                              stdin=read_end, stdout=subprocess.DEVNULL,
                                              stderr=subprocess.DEVNULL)
         finally:
