@@ -63,8 +63,7 @@ def releases_for(lab: Lab) -> dict[str, locks.Release]:
 
 def turn_of(release: locks.Release, key: str) -> partial:
     """Return the client function timed for a release: one uncontended lock_turn with no work."""
-    return partial(locks.lock_turn, release=release, key=key, ttl_ms=LEASE_MS, work_s=0,
-                   stall_s=0, stalls=itertools.repeat(False))
+    return partial(locks.lock_turn, release=release, key=key, ttl_ms=LEASE_MS, work=itertools.repeat(0))
 
 
 def measure(lab: Lab, releases: Mapping[str, locks.Release], turns: int = 200,

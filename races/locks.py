@@ -162,10 +162,9 @@ def write_unfenced(client: redis.Redis, resource: str, value: str) -> bool:
 
 # --- one worker's turn under threaded load --------------------------------------------------
 
-def lock_turn(client: redis.Redis, release: Release, key: str, ttl_ms: int, work_s: float,
-              stall_s: float, stalls: Iterator[bool], retry_s: float = 0.001,
-              max_attempts: int = 100_000) -> tuple[int, int, int, Any]:
-    """Wait for the lock, work (or stall, when next(stalls) says so), release it.
+def lock_turn(client: redis.Redis, release: Release, key: str, ttl_ms: int, work: Iterator[float],
+              retry_s: float = 0.001, max_attempts: int = 100_000) -> tuple[int, int, int, Any]:
+    """Wait for the lock, work for next(work) seconds (a stall is a long one), release it.
 
     Return (asked, got, letting_go, released): when the successful SET NX was sent, when it
     answered, when the release began (time.monotonic_ns) and what the release returned.
@@ -179,6 +178,6 @@ def lock_turn(client: redis.Redis, release: Release, key: str, ttl_ms: int, work
     else:
         raise GaveUp(max_attempts, f"{key} stayed taken")
     got = time.monotonic_ns()
-    time.sleep(stall_s if next(stalls) else work_s)
+    time.sleep(next(work))
     letting_go = time.monotonic_ns()
     return asked, got, letting_go, release(client, key, token)
