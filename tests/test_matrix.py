@@ -79,14 +79,17 @@ def test_set_ifeq_where_present_behaves_as_the_notebooks_teach(other):
     assert c.set(key, "new", ifeq="old") is True and c.get(key) == "new"
 
 
-def test_helpers_run_names_the_server_it_started():
+def test_helpers_run_names_the_server_it_started_and_hands_its_path_on():
     binary = _binary(VALKEY)
-    code = "import os; print(os.environ['REDIS_URL'], os.environ['RACELAB_REDIS_SERVER'])"
-    done = subprocess.run([sys.executable, "-m", "helpers", "run", "--binary", str(binary), "--", sys.executable,
-                           "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    # The command's own throwaway servers use the same binary, wherever the command runs from
+    # (a notebook's kernel runs in notebooks/): the path handed on is absolute.
+    code = "import os; print(os.environ['RACELAB_REDIS_SERVER'])"
+    done = subprocess.run([sys.executable, "-m", "helpers", "run", "--binary", str(binary.relative_to(ROOT)),
+                           "--", sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
     assert done.returncode == 0, done.stderr
     first, second = done.stdout.splitlines()
-    assert first.startswith("racelab: started valkey-server 9.") and second.endswith(str(binary))
+    assert first.startswith("racelab: started valkey-server 9.") and second == str(binary)
 
 
 def test_an_old_server_is_named_when_84_is_required(monkeypatch):

@@ -181,3 +181,12 @@ def test_the_watchdog_kills_only_a_process_that_still_shows_the_port(mark, kille
     finally:
         stand_in.kill()
         stand_in.wait()
+
+
+def test_a_valkey_binary_counts_as_the_redis_it_forked_from(tmp_path, monkeypatch):
+    # Valkey 9.1.2 is not Redis 9: it has no DELEX or DIGEST. Its Redis is 7.2.4.
+    valkey = _fake_binary(tmp_path, "valkey-server", "Valkey server v=9.1.2 sha=00000000:1 malloc=libc")
+    monkeypatch.setenv(BINARY_VARIABLE, str(valkey))
+    with pytest.raises(ServerNotFound, match=r"found: Valkey 9\.1\.2 \(Redis 7\.2\.4\) at "):
+        find_binary()
+    assert find_binary(min_version=(7, 0)) == valkey

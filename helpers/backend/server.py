@@ -36,6 +36,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 MIN_VERSION = (8, 4, 0)
+VALKEY_FORKED_FROM = (7, 2, 4)  # the Redis release Valkey forked from (its INFO redis_version)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_BIN = PROJECT_ROOT / ".redis" / "bin"
 BINARY_VARIABLE = "RACELAB_REDIS_SERVER"
@@ -58,8 +59,8 @@ def parse_version(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in text.strip().split(".") if p.isdigit())
 
 
-def binary_version(path: str | Path) -> tuple[int, ...] | None:
-    """Return the version of a redis-server binary, or None if it does not run."""
+def binary_identity(path: str | Path) -> tuple[str, tuple[int, ...]] | None:
+    """Return (product, version) of a server binary, e.g. ('valkey', (9, 1, 2)); None if it does not run."""
     try:
         out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
                              timeout=10, check=True).stdout
@@ -67,16 +68,40 @@ def binary_version(path: str | Path) -> tuple[int, ...] | None:
         return None
     for word in out.split():
         if word.startswith("v="):
-            return parse_version(word[2:])
+            return out.split(" ", 1)[0].lower(), parse_version(word[2:])
     return None
+
+
+def binary_version(path: str | Path) -> tuple[int, ...] | None:
+    """Return the version of a redis-server binary, or None if it does not run."""
+    identity = binary_identity(path)
+    return identity[1] if identity else None
+
+
+def redis_equivalent(product: str, version: tuple[int, ...]) -> tuple[int, ...]:
+    """Return the Redis version whose commands a server binary has: its own for Redis; for Valkey,
+    the Redis release it forked from and reports as redis_version (7.2.4): Valkey 9 is not Redis 9."""
+    return version if product == "redis" else VALKEY_FORKED_FROM if product == "valkey" else ()
 
 
 def _version_text(version: tuple[int, ...] | None) -> str:
     return ".".join(map(str, version)) if version else "does not run"
 
 
+def _found_text(identity: tuple[str, tuple[int, ...]] | None) -> str:
+    if identity is None:
+        return "does not run"
+    product, version = identity
+    if product == "redis":
+        return _version_text(version)
+    return f"{product.title()} {_version_text(version)} (Redis {_version_text(redis_equivalent(product, version))})"
+
+
 def find_binary(name: str = "redis-server", min_version: tuple[int, ...] = MIN_VERSION) -> Path:
-    """Return the path of a usable redis binary: $RACELAB_REDIS_SERVER, else .redis/bin, then PATH."""
+    """Return the path of a usable redis binary: $RACELAB_REDIS_SERVER, else .redis/bin, then PATH.
+
+    min_version is a Redis version: a Valkey binary counts as the Redis it forked from (7.2.4).
+    """
     chosen = os.environ.get(BINARY_VARIABLE)
     candidates = [LOCAL_BIN / name]
     on_path = shutil.which(name)
@@ -91,9 +116,9 @@ def find_binary(name: str = "redis-server", min_version: tuple[int, ...] = MIN_V
         if not cand.exists():
             continue
         server = cand if name == "redis-server" else cand.with_name("redis-server")
-        version = binary_version(server)
-        seen.append(f"{_version_text(version)} at {server}")
-        if version and version >= min_version:
+        identity = binary_identity(server)
+        seen.append(f"{_found_text(identity)} at {server}")
+        if identity and redis_equivalent(*identity) >= min_version:
             return cand
     wanted = ".".join(map(str, min_version))
     where = f"${BINARY_VARIABLE}={chosen}" if chosen and name == "redis-server" else f"{LOCAL_BIN} and PATH"
@@ -104,13 +129,10 @@ def find_binary(name: str = "redis-server", min_version: tuple[int, ...] = MIN_V
 
 def server_description(binary: str | Path) -> str:
     """Return e.g. 'redis-server 8.6.3' or 'valkey-server 9.1.2' from the binary's --version line."""
-    try:
-        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
+    identity = binary_identity(binary)
+    if identity is None:
         return f"{binary} (does not run)"
-    product = out.split(" ", 1)[0].lower() if out.strip() else "redis"
-    return f"{product}-server {_version_text(binary_version(binary))}"
+    return f"{identity[0]}-server {_version_text(identity[1])}"
 
 
 def _is_free(port: int) -> bool:

@@ -149,7 +149,7 @@ def main(argv: list[str]) -> int:
         if "--binary" in options[:-1]:  # --binary PATH: this server binary, whatever its version
             at = options.index("--binary")
             binary, options = options[at + 1], options[:at] + options[at + 2:]
-            os.environ[BINARY_VARIABLE] = binary  # CMD's own throwaway servers use it too
+            os.environ[BINARY_VARIABLE] = os.path.abspath(binary)  # CMD's own throwaway servers use it too
         if set(options) - {"--shared", "--cluster"} or not command:
             print(__doc__, file=sys.stderr)
             return 2
