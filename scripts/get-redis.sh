@@ -7,6 +7,8 @@
 # gcc with `make MALLOC=libc`. We fetch that source with `apt-get source --download-only`,
 # through a private sources list built from the mirror already configured on this machine,
 # so nothing under /etc/apt changes and no host name is written in this repository.
+# The backend matrix's other servers (Debian's Redis 7.0, Valkey 9) come from
+# scripts/get-other-servers.sh instead.
 #
 # Environment:
 #   REDIS_MIN_VERSION  lowest acceptable version (default 8.4.0)
