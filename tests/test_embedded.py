@@ -234,7 +234,7 @@ def test_clients_of_one_embedded_server_share_keys() -> None:
 
 
 def test_the_extension_does_not_change_plain_fakeredis() -> None:
-    # Also the upgrade alarm: when an upstream fakeredis release answers this, delete helpers/fake84.py
+    # Also the upgrade alarm: when an upstream fakeredis release answers this, delete helpers/backend/fake84.py
     # (the issue asks not to duplicate upstream) and keep these tests.
     plain = fakeredis.FakeRedis(version=(8, 4))
     with pytest.raises(redis.ResponseError, match="syntax error"):
