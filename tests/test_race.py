@@ -362,3 +362,11 @@ def test_connecting_and_opening_more_connections_is_not_a_reconnection(lab: Lab)
             client.ping()  # ...so this command opens a second one
     result = run_clients(lab, two_connections, clients=3, iterations=2)
     assert [s.reconnects for s in result.stats_by_client] == [0, 0, 0]
+
+
+def test_an_infinite_timeout_means_no_time_limit(lab: Lab) -> None:
+    # Regression: timeout=float("inf") raised OverflowError from Thread.join and Barrier.wait.
+    result = run_clients(lab, lambda c: c.ping(), clients=3, iterations=2, timeout=float("inf"))
+    assert result.calls == 6 and _client_threads() == []
+    if lab.kind != "embedded":
+        assert run_processes(lab, lambda c: c.ping(), clients=2, iterations=2, timeout=float("inf")).calls == 4

@@ -195,7 +195,7 @@ class _Worker:
             self.client.ping()  # connect now, so the first timed call does not pay for it
             _arm(self.client)
             before = client_stats(self.client)
-            self.barrier.wait(self.barrier_timeout)
+            self.barrier.wait(_finite(self.barrier_timeout))
             try:
                 self.first_ns, self.last_ns = _timed_loop(self.client_id, self.client, self.fn, self.iterations,
                                                           self.stop.is_set, self.values, self.latencies,
@@ -244,10 +244,16 @@ def _timed_loop(client_id: int, client: Any, fn: Strategy, iterations: int, stop
     return first, clock()
 
 
+def _finite(timeout: float) -> float | None:
+    """Return timeout for a wait() call: None (wait as long as it takes) for an infinite one."""
+    return None if timeout == float("inf") else timeout
+
+
 def _join_all(threads: list[threading.Thread], deadline: float) -> list[threading.Thread]:
     """Join threads until deadline; return those still alive."""
     for t in threads:
-        t.join(max(0.0, deadline - time.monotonic()))
+        remaining = deadline - time.monotonic()
+        t.join(None if remaining == float("inf") else max(0.0, remaining))  # inf: no time limit
     return [t for t in threads if t.is_alive()]
 
 
@@ -421,7 +427,7 @@ def _process_main(lab: Any, fn: Strategy, cid: int, iterations: int, mode: str, 
         client.ping()
         _arm(client)
         before = client_stats(client)
-        barrier.wait(barrier_timeout)
+        barrier.wait(_finite(barrier_timeout))
         values: list[Any] = []
         latencies: list[int] = []
         history: list[Op] = []
