@@ -19,7 +19,8 @@
 --   invalid-arguments   wrong number of keys or arguments, two equal keys or keys not sharing
 --                       one {hash tag}, or a token that is not a positive integer of at most
 --                       15 digits
---   WRONGTYPE           KEYS[1] is not a string, or KEYS[2] is not a string holding an integer
+--   WRONGTYPE           KEYS[1] is not a string, or KEYS[2] is not a string holding a token as
+--                       this script writes it (a canonical positive integer: "007" is not one)
 --                       ("WRONGTYPE fenced_write: the resource key holds a <type>, not a string",
 --                       "... the fence key holds a non-string value", "... the fence key does
 --                       not hold a fencing token")
@@ -102,10 +103,11 @@ if err then
     return err
 end
 if highest ~= false then
-    if not string.match(highest, "^%d+$") or #highest > 15 then
+    local seen = integer_in(highest, 1, 999999999999999)  -- as written: "007" is not one
+    if seen == nil then
         return wrong_type("the fence key does not hold a fencing token")
     end
-    if token < tonumber(highest) then
+    if token < seen then
         return 0
     end
 end

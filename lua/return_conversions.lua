@@ -14,7 +14,8 @@
 --   nested = {1, {"two", false}, "three"}; named_fields = {name = "x", size = 3};
 --   status = {ok = "QUEUED-FOR-REVIEW"}; error = {err = "ERR_DEMO this is an error reply"}.
 -- Errors (error replies "ERR return_conversions: <code>: <detail>"):
---   unknown-case   ARGV[1] missing or not one of the cases above.
+--   invalid-arguments   any key, or not exactly one argument.
+--   unknown-case        ARGV[1] is not one of the cases above.
 
 local CASES = {
     ["nil"] = function() return nil end,
@@ -31,7 +32,11 @@ local CASES = {
     status = function() return {ok = "QUEUED-FOR-REVIEW"} end,
     error = function() return {err = "ERR_DEMO this is an error reply"} end,
 }
-local case = CASES[ARGV[1] or ""]
+if #KEYS ~= 0 or #ARGV ~= 1 then
+    return redis.error_reply("ERR return_conversions: invalid-arguments: expected no key and one argument, got "
+        .. #KEYS .. " keys and " .. #ARGV .. " arguments")
+end
+local case = CASES[ARGV[1]]
 if case == nil then
     return redis.error_reply("ERR return_conversions: unknown-case: see the file header for the cases")
 end

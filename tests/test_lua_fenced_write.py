@@ -71,7 +71,7 @@ def test_wrong_type_resource_is_an_error_and_nothing_changes(lab: Lab) -> None:
     assert c.exists(fence) == 0
 
 
-@pytest.mark.parametrize("stored", ["abc", "-3", "1" * 16])
+@pytest.mark.parametrize("stored", ["abc", "-3", "1" * 16, "007", "0", "+5", " 5"])
 def test_corrupt_fence_is_an_error_and_nothing_changes(lab: Lab, stored: str) -> None:
     c = lab.client()
     resource, fence = keys_of(lab)

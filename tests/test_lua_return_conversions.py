@@ -30,7 +30,15 @@ def test_error_case_raises_its_error_text(lab: Lab) -> None:
         lab.script("return_conversions")(args=["error"])
 
 
-@pytest.mark.parametrize("args", [[], ["nope"], ["NIL"]])
+@pytest.mark.parametrize("args", [["nope"], ["NIL"], [""]])
 def test_unknown_case_is_an_error(lab: Lab, args: list[str]) -> None:
     with pytest.raises(redis.ResponseError, match="return_conversions: unknown-case: "):
         lab.script("return_conversions")(args=args)
+
+
+@pytest.mark.parametrize(("keys", "args"), [([], []), ([], ["integer", "extra"]), (["k"], ["integer"])])
+def test_extra_or_missing_keys_and_arguments_are_refused(lab: Lab, keys: list[str], args: list[str]) -> None:
+    # Regression: extra keys and arguments were ignored, so a caller's mistake went unnoticed.
+    keys = [lab.key(k) for k in keys]
+    with pytest.raises(redis.ResponseError, match="return_conversions: invalid-arguments: expected no key"):
+        lab.script("return_conversions")(keys=keys, args=args)
