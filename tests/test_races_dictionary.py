@@ -27,10 +27,9 @@ from races.dictionary import (FUNCTION, DictKeys, batch_get_or_put, check_dictio
 SINGLE = [hgetall_hsetnx_get_or_put, naive_get_or_put, lua_get_or_put, function_get_or_put, watch_get_or_put]
 ALL = [*SINGLE, batch_get_or_put]
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_hgetall_hsetnx.ipynb"
-# The notebook's workload: 50 workers x 8 strings of 30, every client in think mode (5 ms per round trip).
+# The notebook's workload: 50 workers x 8 strings of 30, the clients in lockstep (rounds of round trips).
 WORDS = [f"column_{i:02d}" for i in range(30)]
 PLAN = [random.Random(worker).sample(WORDS, 8) for worker in range(50)]
-THINK_S = 0.005
 
 
 @pytest.fixture
@@ -79,10 +78,10 @@ def _sound(keys: DictKeys, texts: dict[str, Any], indexed: bool = True) -> Calla
 
 
 def _load(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> tuple[Any, list[str], int]:
-    """Return (RunResult, problems, ids) of the notebook's workload run by fn in think mode."""
+    """Return (RunResult, problems, ids) of the notebook's workload run by fn in lockstep."""
     batch = fn is batch_get_or_put
     run = run_clients(lab, partial(fn, keys=keys), inputs=[[row] for row in PLAN] if batch else PLAN,
-                      mode="think", think_s=THINK_S, timeout=120)
+                      mode="lockstep", timeout=120)
     answers: list[tuple[Any, Any]] = []
     for worker, i, got in run.outcomes:
         answers += zip(PLAN[worker], got) if batch else [(PLAN[worker][i], got)]
