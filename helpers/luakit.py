@@ -40,6 +40,15 @@ def server_available() -> bool:
         return False
 
 
+def missing_server_text() -> str:
+    """Return why no throwaway server can start, e.g. 'no redis-server >= 8.4.0 (found: 7.0.15 at ...)'."""
+    try:
+        find_binary()
+    except ServerNotFound as exc:
+        return f"{exc} This demo is explained, not run."
+    return ""
+
+
 @contextmanager
 def scratch_server(*args: str) -> Iterator[RedisServer | None]:
     """Yield a throwaway redis-server started with extra args (None if no binary); stop it on exit."""

@@ -204,3 +204,19 @@ def test_an_increment_without_attempts_is_a_value_error(lab, name: str, max_atte
     with pytest.raises(ValueError, match="max_attempts must be at least 1"):
         increment(client, key, max_attempts=max_attempts)
     assert client_stats(client).round_trips == 0 and client.exists(key) == 0
+
+
+def test_without_a_recent_enough_server_the_demos_say_which_server_was_found(monkeypatch) -> None:
+    # Regression (issue 17): with only Redis 7.0 on the machine the demos said "no binary".
+    from pathlib import Path
+
+    from helpers.luakit import missing_server_text
+
+    old = Path(__file__).resolve().parent.parent / ".redis" / "7.0" / "bin" / "redis-server"
+    if not old.exists():
+        pytest.skip("Redis 7.0 is fetched by make other-servers")
+    monkeypatch.setenv("RACELAB_REDIS_SERVER", str(old))
+    text = missing_server_text()
+    assert text.startswith("no redis-server >= 8.4") and "found: 7.0" in text and "explained, not run" in text
+    monkeypatch.delenv("RACELAB_REDIS_SERVER")
+    assert missing_server_text() == "" or "no redis-server" in missing_server_text()
