@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
-NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with notebooks/sanitize.cfg
+NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
 .PHONY: help venv lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks handouts clean

@@ -12,7 +12,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=.venv/bin/python
-NBVAL=(--nbval --nbval-cell-timeout=120 --nbval-sanitize-with notebooks/sanitize.cfg)
+NBVAL=(--nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg)
 status=0
 
 # A REDIS_URL that does not answer fails here, within 10 s, in one line: not after every test.
