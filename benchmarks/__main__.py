@@ -26,12 +26,17 @@ def benchmark_names() -> list[str]:
 def run_one(name: str, argv: list[str]) -> int:
     """Import benchmarks.<name> and return the exit status of its main(argv)."""
     module = importlib.import_module(f"benchmarks.{name}")
-    print(f"== benchmarks.{name}: {(module.__doc__ or '').strip().splitlines()[0] if module.__doc__ else ''}",
-          flush=True)
+    print(
+        f"== benchmarks.{name}: {(module.__doc__ or '').strip().splitlines()[0] if module.__doc__ else ''}",
+        flush=True,
+    )
     started = time.perf_counter()
     status = module.main(argv)
-    print(f"== benchmarks.{name}: {'ok' if status == 0 else f'exit {status}'} "
-          f"({time.perf_counter() - started:.1f} s)\n", flush=True)
+    print(
+        f"== benchmarks.{name}: {'ok' if status == 0 else f'exit {status}'} "
+        f"({time.perf_counter() - started:.1f} s)\n",
+        flush=True,
+    )
     return status
 
 

@@ -25,8 +25,16 @@ from typing import Any
 from helpers.backend.lab import connect
 from helpers.backend.server import ServerNotFound
 from helpers.instruments.measure import Stats, measure, server_usec_per_call
-from races.dictionary import (DictKeys, batch_get_or_put, dict_keys, function_get_or_put, hgetall_hsetnx_get_or_put,
-                              lua_get_or_put, naive_get_or_put, watch_get_or_put)
+from races.dictionary import (
+    DictKeys,
+    batch_get_or_put,
+    dict_keys,
+    function_get_or_put,
+    hgetall_hsetnx_get_or_put,
+    lua_get_or_put,
+    naive_get_or_put,
+    watch_get_or_put,
+)
 
 DEFAULT_SIZES = {"real": (100, 1_000, 10_000, 100_000), "embedded": (100, 1_000, 10_000, 30_000)}
 Strategy = Callable[..., Any]
@@ -48,7 +56,9 @@ class SizeRow:
 
     size: int
     stats: dict[Strategy, Stats]  # seconds per registration of a new string
-    server_us: dict[Strategy, float | None]  # server µs per call of SERVER_COMMAND (real server only)
+    server_us: dict[
+        Strategy, float | None
+    ]  # server µs per call of SERVER_COMMAND (real server only)
 
     @property
     def ratio(self) -> float:
@@ -91,15 +101,23 @@ def register_new(fn: Strategy, client: Any, keys: DictKeys, text: str) -> Any:
     return fn(client, [text], keys) if fn is batch_get_or_put else fn(client, text, keys)
 
 
-def _timed(client: Any, fn: Strategy, server: bool, run: Callable[[], Stats]) -> tuple[Stats, float | None]:
+def _timed(
+    client: Any, fn: Strategy, server: bool, run: Callable[[], Stats]
+) -> tuple[Stats, float | None]:
     """Return run()'s Stats and, on a real server, the server µs per call of fn's SERVER_COMMAND."""
     if server and fn in SERVER_COMMAND:
         return server_usec_per_call(client, SERVER_COMMAND[fn], run)
     return run(), None
 
 
-def measure_sizes(client: Any, keys: DictKeys, sizes: Sequence[int], repeats: int, server: bool,
-                  strategies: Sequence[Strategy] = tuple(STRATEGIES.values())) -> list[SizeRow]:
+def measure_sizes(
+    client: Any,
+    keys: DictKeys,
+    sizes: Sequence[int],
+    repeats: int,
+    server: bool,
+    strategies: Sequence[Strategy] = tuple(STRATEGIES.values()),
+) -> list[SizeRow]:
     """Return one SizeRow per size (ascending), growing one dictionary through the sizes."""
     fresh = itertools.count()
     rows, filled = [], 0
@@ -109,9 +127,17 @@ def measure_sizes(client: Any, keys: DictKeys, sizes: Sequence[int], repeats: in
         stats, server_us = {}, {}
         for fn in strategies:
             slow = fn is SCAN  # O(N): one call per repetition is plenty
-            stats[fn], server_us[fn] = _timed(client, fn, server, lambda: measure(
-                lambda: register_new(fn, client, keys, f"~new{next(fresh)}"),
-                warmup=1 if slow else 3, repeats=repeats, number=1 if slow else 20))
+            stats[fn], server_us[fn] = _timed(
+                client,
+                fn,
+                server,
+                lambda: measure(
+                    lambda: register_new(fn, client, keys, f"~new{next(fresh)}"),
+                    warmup=1 if slow else 3,
+                    repeats=repeats,
+                    number=1 if slow else 20,
+                ),
+            )
             truncate(client, keys, size)
         rows.append(SizeRow(size, stats, server_us))
     return rows
@@ -122,10 +148,17 @@ def report(backend: str, version: str, rows: Sequence[SizeRow]) -> str:
     names = {fn: label for label, fn in STRATEGIES.items()}
     timed = list(rows[0].stats)
     with_server = any(r.server_us.get(SCAN) is not None for r in rows)
-    lines = [f"{backend} (Redis {version}): milliseconds per registration of a new string, median",
-             f"{'size':>8}" + "".join(f"  {names.get(fn, fn.__name__):>16}" for fn in timed)
-             + f"  {'HGETALL/Lua':>11}"
-             + (f"  {'server µs HGETALL':>17}  {'server µs script':>16}  {'server ratio':>12}" if with_server else "")]
+    lines = [
+        f"{backend} (Redis {version}): milliseconds per registration of a new string, median",
+        f"{'size':>8}"
+        + "".join(f"  {names.get(fn, fn.__name__):>16}" for fn in timed)
+        + f"  {'HGETALL/Lua':>11}"
+        + (
+            f"  {'server µs HGETALL':>17}  {'server µs script':>16}  {'server ratio':>12}"
+            if with_server
+            else ""
+        ),
+    ]
     for r in rows:
         line = f"{r.size:>8,}" + "".join(f"  {r.stats[fn].median * 1e3:>16.3f}" for fn in timed)
         line += f"  {r.ratio:>10.1f}x"
@@ -135,7 +168,9 @@ def report(backend: str, version: str, rows: Sequence[SizeRow]) -> str:
             line += f"  {r.server_us[SCAN]:>17,.1f}  {r.server_us.get(SCRIPT) or 0:>16,.1f}  {shown:>12}"
         lines.append(line)
     largest = max(rows, key=lambda r: r.size)
-    lines.append(f"speed-up of the Lua script at {largest.size:,} strings: {largest.ratio:.0f}x (client side)")
+    lines.append(
+        f"speed-up of the Lua script at {largest.size:,} strings: {largest.ratio:.0f}x (client side)"
+    )
     return "\n".join(lines)
 
 
@@ -143,18 +178,29 @@ def run_backend(backend: str, sizes: Sequence[int], repeats: int) -> str:
     """Measure on a fresh lab of the given backend and return its report."""
     with connect("bench_dictionary", backend=backend) as lab:
         client = lab.client()
-        rows = measure_sizes(client, dict_keys(lab.ns, "bench"), sizes, repeats, server=lab.kind == "real")
+        rows = measure_sizes(
+            client, dict_keys(lab.ns, "bench"), sizes, repeats, server=lab.kind == "real"
+        )
         return report(lab.kind, lab.version, rows)
 
 
 def main(argv: list[str]) -> int:
     """Measure and print one table per backend; return 0."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks dictionary_latency", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks dictionary_latency",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--backend", choices=("real", "embedded", "both"), default="both")
-    parser.add_argument("--sizes", help="comma-separated dictionary sizes (default per backend: "
-                        + "; ".join(f"{b} {','.join(map(str, s))}" for b, s in DEFAULT_SIZES.items()) + ")")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repetitions per point (after warm-up)")
+    parser.add_argument(
+        "--sizes",
+        help="comma-separated dictionary sizes (default per backend: "
+        + "; ".join(f"{b} {','.join(map(str, s))}" for b, s in DEFAULT_SIZES.items())
+        + ")",
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed repetitions per point (after warm-up)"
+    )
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error("need --repeats >= 1")

@@ -86,12 +86,16 @@ def mode_ns_per_call(lab: Lab, key: str, blocks: int, block: int = 100) -> dict[
     The modes take turns block by block (block INCRs each), so that a burst of load on the
     machine falls on neighbouring blocks of every mode alike; the i-th blocks form a pair.
     """
+
     def actor(client: redis.Redis) -> None:  # the gated client's INCRs, granted step by step
         for _ in range(blocks * block):
             client.incr(key)
 
-    clients = {BASELINE: plain_client(lab), "straight": lab.client(mode="straight"),
-               "think, 0 s": lab.client(mode="think", think_s=0.0)}
+    clients = {
+        BASELINE: plain_client(lab),
+        "straight": lab.client(mode="straight"),
+        "think, 0 s": lab.client(mode="think", think_s=0.0),
+    }
     result: dict[str, list[float]] = {name: [] for name in MODES}
     try:
         for client in clients.values():
@@ -123,9 +127,28 @@ def harness_ns_per_call(lab: Lab, calls: int = 100_000, rounds: int = 5) -> tupl
 def redis_benchmark(port: int, clients: int, ops: int) -> float:
     """Return the INCR/s that redis-benchmark reports for -c clients, -P 1, -n ops."""
     binary = find_binary("redis-benchmark")
-    out = subprocess.run([str(binary), "-h", "127.0.0.1", "-p", str(port), "-t", "incr", "-P", "1",
-                          "-c", str(clients), "-n", str(ops), "--csv"],
-                         capture_output=True, text=True, timeout=300, check=True).stdout
+    out = subprocess.run(
+        [
+            str(binary),
+            "-h",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "-t",
+            "incr",
+            "-P",
+            "1",
+            "-c",
+            str(clients),
+            "-n",
+            str(ops),
+            "--csv",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
     for line in out.splitlines():
         cells = [c.strip('"') for c in line.split(",")]
         if cells and cells[0] == "INCR":
@@ -147,17 +170,23 @@ def configurations(lab: Lab, port: int, key: str, ops: int) -> dict[str, Callabl
     return {
         "redis-py bare loop, 1 thread": bare,
         "run_clients, 1 thread": lambda: run_clients(lab, fn, clients=1, iterations=ops).throughput,
-        "run_clients, 8 threads": lambda: run_clients(lab, fn, clients=8, iterations=ops // 8).throughput,
-        "run_processes, 8 processes": lambda: run_processes(lab, fn, clients=8, iterations=ops // 8).throughput,
+        "run_clients, 8 threads": lambda: (
+            run_clients(lab, fn, clients=8, iterations=ops // 8).throughput
+        ),
+        "run_processes, 8 processes": lambda: (
+            run_processes(lab, fn, clients=8, iterations=ops // 8).throughput
+        ),
         "redis-benchmark -c 1": lambda: redis_benchmark(port, 1, ops),
         "redis-benchmark -c 8": lambda: redis_benchmark(port, 8, ops * 4),
     }
 
 
-RATIOS = [("run_clients, 1 thread", "redis-benchmark -c 1"),
-          ("run_clients, 8 threads", "redis-benchmark -c 8"),
-          ("run_processes, 8 processes", "redis-benchmark -c 8"),
-          ("run_clients, 1 thread", "redis-py bare loop, 1 thread")]
+RATIOS = [
+    ("run_clients, 1 thread", "redis-benchmark -c 1"),
+    ("run_clients, 8 threads", "redis-benchmark -c 8"),
+    ("run_processes, 8 processes", "redis-benchmark -c 8"),
+    ("run_clients, 1 thread", "redis-py bare loop, 1 thread"),
+]
 
 
 def measure_all(ops: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
@@ -203,44 +232,63 @@ def mode_report(modes: dict[str, list[float]]) -> str:
     base = modes[BASELINE]
     round_trip = statistics.median(base)
     width = max(len(n) for n in modes)
-    lines = [f"{'client mode':<{width}}  {'ns per INCR (median)':>20}  {'p5-p95 of blocks':>19}  "
-             f"{'overhead ns':>11}  {'of one round trip':>17}"]
+    lines = [
+        f"{'client mode':<{width}}  {'ns per INCR (median)':>20}  {'p5-p95 of blocks':>19}  "
+        f"{'overhead ns':>11}  {'of one round trip':>17}"
+    ]
     for name, values in modes.items():
-        low, *_, high = statistics.quantiles(values, n=20) if len(values) > 1 else (values[0], values[0])
+        low, *_, high = (
+            statistics.quantiles(values, n=20) if len(values) > 1 else (values[0], values[0])
+        )
         spread = f"{low:,.0f}-{high:,.0f}"
         if name == BASELINE:
             overhead, share = "-", "-"
         else:
             extra = statistics.median(v - b for v, b in zip(values, base))
             overhead, share = f"{extra:,.0f}", f"{extra / round_trip:.1%}"
-        lines.append(f"{name:<{width}}  {statistics.median(values):>20,.0f}  {spread:>19}  "
-                     f"{overhead:>11}  {share:>17}")
-    lines.append(f"(one loopback round trip: the {BASELINE} median, {round_trip / 1000:,.1f} µs; "
-                 f"{len(base)} blocks per mode)")
+        lines.append(
+            f"{name:<{width}}  {statistics.median(values):>20,.0f}  {spread:>19}  "
+            f"{overhead:>11}  {share:>17}"
+        )
+    lines.append(
+        f"(one loopback round trip: the {BASELINE} median, {round_trip / 1000:,.1f} µs; "
+        f"{len(base)} blocks per mode)"
+    )
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
     """Measure and print the tables; return 0."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks harness_overhead", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks harness_overhead",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--ops", type=int, default=5_000, help="INCRs per configuration and round")
-    parser.add_argument("--rounds", type=int, default=9, help="measured rounds (after one warm-up round)")
+    parser.add_argument(
+        "--rounds", type=int, default=9, help="measured rounds (after one warm-up round)"
+    )
     args = parser.parse_args(argv)
     if args.ops < 8 or args.rounds < 1:
         parser.error("need --ops >= 8 and --rounds >= 1")
     samples, modes = measure_all(args.ops, args.rounds)
-    print(f"{args.ops} INCRs per configuration (redis-benchmark -c 8: {args.ops * 4}), "
-          f"{args.rounds} rounds after a warm-up round, one throwaway redis-server on loopback")
+    print(
+        f"{args.ops} INCRs per configuration (redis-benchmark -c 8: {args.ops * 4}), "
+        f"{args.rounds} rounds after a warm-up round, one throwaway redis-server on loopback"
+    )
     print(report(samples))
     print()
-    print(f"per-call cost of each client mode: INCRs in blocks of 100, the modes taking turns, "
-          f"{max(1, args.ops // 100)} blocks per mode and round, same server:")
+    print(
+        f"per-call cost of each client mode: INCRs in blocks of 100, the modes taking turns, "
+        f"{max(1, args.ops // 100)} blocks per mode and round, same server:"
+    )
     print(mode_report(modes))
     with connect("bench_harness", backend="embedded") as lab:
         harness, bare = harness_ns_per_call(lab)
     round_trip_ns = statistics.median(modes[BASELINE])
-    print(f"\nrun_clients cost per call (no-op strategy): {harness - bare:,.0f} ns over a bare call "
-          f"({harness:,.0f} vs {bare:,.0f} ns), {(harness - bare) / round_trip_ns:.1%} of one "
-          f"loopback INCR round trip ({round_trip_ns / 1000:,.1f} µs)")
+    print(
+        f"\nrun_clients cost per call (no-op strategy): {harness - bare:,.0f} ns over a bare call "
+        f"({harness:,.0f} vs {bare:,.0f} ns), {(harness - bare) / round_trip_ns:.1%} of one "
+        f"loopback INCR round trip ({round_trip_ns / 1000:,.1f} µs)"
+    )
     return 0

@@ -63,11 +63,14 @@ def releases_for(lab: Lab) -> dict[str, locks.Release]:
 
 def turn_of(release: locks.Release, key: str) -> partial:
     """Return the client function timed for a release: one uncontended lock_turn with no work."""
-    return partial(locks.lock_turn, release=release, key=key, ttl_ms=LEASE_MS, work=itertools.repeat(0))
+    return partial(
+        locks.lock_turn, release=release, key=key, ttl_ms=LEASE_MS, work=itertools.repeat(0)
+    )
 
 
-def measure(lab: Lab, releases: Mapping[str, locks.Release], turns: int = 200,
-            repeats: int = 3) -> dict[str, Cost]:
+def measure(
+    lab: Lab, releases: Mapping[str, locks.Release], turns: int = 200, repeats: int = 3
+) -> dict[str, Cost]:
     """Return {release name: Cost} from repeats runs of `turns` turns each, releases interleaved."""
     key = lab.key("bench:lock")
     admin = lab.client()
@@ -83,8 +86,10 @@ def measure(lab: Lab, releases: Mapping[str, locks.Release], turns: int = 200,
             trips = run.round_trips / run.calls - 1
             cost = costs.setdefault(name, Cost(trips))
             if trips != cost.round_trips:
-                raise RuntimeError(f"{name}: {trips:g} round trips per release in one run, "
-                                   f"{cost.round_trips:g} in another")
+                raise RuntimeError(
+                    f"{name}: {trips:g} round trips per release in one run, "
+                    f"{cost.round_trips:g} in another"
+                )
             cost.runs.append(run)
     return costs
 
@@ -92,13 +97,17 @@ def measure(lab: Lab, releases: Mapping[str, locks.Release], turns: int = 200,
 def report(backend: str, version: str, costs: Mapping[str, Cost]) -> str:
     """Return the table for one backend: round trips and median µs per turn, ratio to DEL."""
     base = costs["DEL (blind)"].micros.median if "DEL (blind)" in costs else None
-    lines = [f"{backend} (Redis {version}): one uncontended turn = SET NX PX + the release",
-             f"{'release':<14}{'round trips':>12}{'µs per turn, median (p5-p95)':>32}{'x DEL':>8}"]
+    lines = [
+        f"{backend} (Redis {version}): one uncontended turn = SET NX PX + the release",
+        f"{'release':<14}{'round trips':>12}{'µs per turn, median (p5-p95)':>32}{'x DEL':>8}",
+    ]
     for name, cost in costs.items():
         s = cost.micros
         ratio = f"{s.median / base:7.2f}x" if base else ""
-        lines.append(f"{name:<14}{cost.round_trips:>12g}"
-                     f"{f'{s.median:,.1f} ({s.p5:,.1f}-{s.p95:,.1f})':>32}{ratio:>8}")
+        lines.append(
+            f"{name:<14}{cost.round_trips:>12g}"
+            f"{f'{s.median:,.1f} ({s.p5:,.1f}-{s.p95:,.1f})':>32}{ratio:>8}"
+        )
     return "\n".join(lines)
 
 
@@ -110,8 +119,11 @@ def run_backend(backend: str, turns: int, repeats: int) -> str:
 
 def main(argv: Sequence[str]) -> int:
     """Measure and print one table per backend; return 0."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks lock_release_cost", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks lock_release_cost",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--backend", choices=("real", "embedded", "both"), default="both")
     parser.add_argument("--turns", type=int, default=300, help="turns per run (default 300)")
     parser.add_argument("--repeats", type=int, default=5, help="runs per release (default 5)")

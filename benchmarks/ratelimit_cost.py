@@ -35,8 +35,12 @@ from helpers.instruments.race import repeat_runs, run_processes
 from races import ratelimit as rl
 
 STRATEGIES: dict[str, Callable[..., bool]] = {
-    "naive": rl.naive_allow, "lua": rl.lua_allow, "watch": rl.watch_allow,
-    "incr-first": rl.incr_first_allow, "multi": rl.multi_allow, "ifeq": rl.ifeq_allow,
+    "naive": rl.naive_allow,
+    "lua": rl.lua_allow,
+    "watch": rl.watch_allow,
+    "incr-first": rl.incr_first_allow,
+    "multi": rl.multi_allow,
+    "ifeq": rl.ifeq_allow,
 }
 WINDOW = 60
 OVERSHOOT_LIMIT, OVERSHOOT_CLIENTS, OVERSHOOT_REQUESTS = 100, 8, 100
@@ -59,17 +63,30 @@ def strategies_for(lab: Lab) -> dict[str, Callable[..., bool]]:
     return {n: fn for n, fn in STRATEGIES.items() if n != "ifeq" or lab.caps.set_ifeq}
 
 
-def measure_throughput(lab: Lab, strategies: Mapping[str, Callable[..., bool]], clients: Sequence[int],
-                       requests: int, repeats: int) -> dict[str, dict[int, Point]]:
+def measure_throughput(
+    lab: Lab,
+    strategies: Mapping[str, Callable[..., bool]],
+    clients: Sequence[int],
+    requests: int,
+    repeats: int,
+) -> dict[str, dict[int, Point]]:
     """Return {strategy: {clients: Point}} over repeats runs of `requests` each, after a warm-up round."""
     key = lab.key("bench:throughput")
     limiters = {n: partial(fn, key=key, limit=10**9, window=WINDOW) for n, fn in strategies.items()}
-    runs = compare_strategies(lab, limiters, clients, requests, repeats, reset=lambda c: c.delete(key))
-    return {name: {n: Point(summarize(r.throughput for r in rs),
-                            statistics.median(r.round_trips / r.calls for r in rs),
-                            statistics.median(r.retries / r.calls for r in rs))
-                   for n, rs in per.items()}
-            for name, per in runs.items()}
+    runs = compare_strategies(
+        lab, limiters, clients, requests, repeats, reset=lambda c: c.delete(key)
+    )
+    return {
+        name: {
+            n: Point(
+                summarize(r.throughput for r in rs),
+                statistics.median(r.round_trips / r.calls for r in rs),
+                statistics.median(r.retries / r.calls for r in rs),
+            )
+            for n, rs in per.items()
+        }
+        for name, per in runs.items()
+    }
 
 
 def measure_overshoot(lab: Lab, runs: int, processes: bool = False) -> list[int]:
@@ -81,38 +98,54 @@ def measure_overshoot(lab: Lab, runs: int, processes: bool = False) -> list[int]
         kwargs["runner"] = run_processes
     else:
         kwargs["mode"] = "lockstep"
-    admitted = repeat_runs(lab, naive, runs=runs, reset=lambda c: c.delete(key),
-                           metric=lambda result, _c: result.count(True), **kwargs)
+    admitted = repeat_runs(
+        lab,
+        naive,
+        runs=runs,
+        reset=lambda c: c.delete(key),
+        metric=lambda result, _c: result.count(True),
+        **kwargs,
+    )
     return [n - OVERSHOOT_LIMIT for n in admitted]
 
 
 def _overshoot_line(label: str, overs: Sequence[int]) -> str:
     hit = sum(o > 0 for o in overs)
-    return (f"naive overshoot, {label}: {hit}/{len(overs)} runs over the limit; "
-            f"+{min(overs)}..+{max(overs)} requests (median {summarize(overs).median / OVERSHOOT_LIMIT:.0%} "
-            f"of the limit of {OVERSHOOT_LIMIT})")
+    return (
+        f"naive overshoot, {label}: {hit}/{len(overs)} runs over the limit; "
+        f"+{min(overs)}..+{max(overs)} requests (median {summarize(overs).median / OVERSHOOT_LIMIT:.0%} "
+        f"of the limit of {OVERSHOOT_LIMIT})"
+    )
 
 
 def report(backend: str, version: str, table: Table, overshoot: Mapping[str, Sequence[int]]) -> str:
     """Return the table for one backend: requests/s, cost naive / fix, round trips and retries per request."""
     clients = sorted({n for per in table.values() for n in per})
-    lines = [f"{backend} (Redis {version}): admitted requests/s, median (p5-p95); cost = naive / fix; "
-             f"round trips and retries per request"]
-    lines.append(f"{'strategy':<11}" + "".join(f"{f'{n} client(s)':>24}{'cost':>7}{'rt':>6}{'retry':>7}"
-                                               for n in clients))
+    lines = [
+        f"{backend} (Redis {version}): admitted requests/s, median (p5-p95); cost = naive / fix; "
+        f"round trips and retries per request"
+    ]
+    lines.append(
+        f"{'strategy':<11}"
+        + "".join(f"{f'{n} client(s)':>24}{'cost':>7}{'rt':>6}{'retry':>7}" for n in clients)
+    )
     for name, per in table.items():
         cells = ""
         for n in clients:
             s = per[n].throughput
             cost = table["naive"][n].throughput.median / s.median if s.median > 0 else float("inf")
-            cells += (f"{f'{s.median:,.0f} ({s.p5:,.0f}-{s.p95:,.0f})':>24}{cost:>6.2f}x"
-                      f"{per[n].round_trips:>6.2f}{per[n].retries:>7.2f}")
+            cells += (
+                f"{f'{s.median:,.0f} ({s.p5:,.0f}-{s.p95:,.0f})':>24}{cost:>6.2f}x"
+                f"{per[n].round_trips:>6.2f}{per[n].retries:>7.2f}"
+            )
         lines.append(f"{name:<11}{cells}")
     lines += [_overshoot_line(label, overs) for label, overs in overshoot.items()]
     return "\n".join(lines)
 
 
-def run_backend(backend: str, clients: Sequence[int], requests: int, repeats: int, runs: int) -> str:
+def run_backend(
+    backend: str, clients: Sequence[int], requests: int, repeats: int, runs: int
+) -> str:
     """Measure on a fresh lab of the given backend and return its report."""
     with connect("bench_ratelimit", backend=backend) as lab:
         table = measure_throughput(lab, strategies_for(lab), clients, requests, repeats)
@@ -124,12 +157,21 @@ def run_backend(backend: str, clients: Sequence[int], requests: int, repeats: in
 
 def main(argv: list[str]) -> int:
     """Measure and print one table per backend; return 0."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks ratelimit_cost", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks ratelimit_cost",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--backend", choices=("real", "embedded", "both"), default="both")
-    parser.add_argument("--clients", default="1,8", help="comma-separated client counts (default 1,8)")
-    parser.add_argument("--requests", type=int, default=800, help="requests per run, split over the clients")
-    parser.add_argument("--repeats", type=int, default=5, help="timed runs per point (after one warm-up run)")
+    parser.add_argument(
+        "--clients", default="1,8", help="comma-separated client counts (default 1,8)"
+    )
+    parser.add_argument(
+        "--requests", type=int, default=800, help="requests per run, split over the clients"
+    )
+    parser.add_argument(
+        "--repeats", type=int, default=5, help="timed runs per point (after one warm-up run)"
+    )
     parser.add_argument("--runs", type=int, default=10, help="runs of the overshoot experiment")
     args = parser.parse_args(argv)
     try:

@@ -6,7 +6,8 @@ What a learner imports comes from here, e.g. ``from helpers import connect, run_
 * ``show(fn, "script")``: the full source of a strategy or a lua/ script, highlighted;
 * ``run_schedule``, ``explore``, ``lease_expires``: forced interleavings and every interleaving;
 * ``run_clients``: the same strategy under real threads;
-* ``plot_timeline`` and the other plots.
+* ``plot_timeline`` and the other plots;
+* ``check(lab, name, answer)``: an exercise's self-check.
 
 The subject of each lesson (the strategies) lives in ``races/`` and in the notebooks, never
 here. The plumbing is in ``helpers.backend``, the instruments in ``helpers.instruments``, and
@@ -17,6 +18,7 @@ from helpers.backend.guard import UnsafeCommandError
 from helpers.backend.lab import Capabilities, Lab, connect
 from helpers.backend.modes import client_stats
 from helpers.backend.scripts import lua
+from helpers.exercises import check
 from helpers.instruments.explore import explore
 from helpers.instruments.listing import show
 from helpers.instruments.plots import plot_timeline
@@ -24,5 +26,21 @@ from helpers.instruments.race import repeat_runs, run_clients
 from helpers.instruments.schedule import ScheduleRun, lease_expires, run_schedule
 from helpers.instruments.stepper import Stepper
 
-__all__ = ["Capabilities", "Lab", "ScheduleRun", "UnsafeCommandError", "client_stats", "connect", "explore",
-           "lease_expires", "lua", "plot_timeline", "repeat_runs", "run_clients", "run_schedule", "show", "Stepper"]
+__all__ = [
+    "Capabilities",
+    "Lab",
+    "ScheduleRun",
+    "UnsafeCommandError",
+    "check",
+    "client_stats",
+    "connect",
+    "explore",
+    "lease_expires",
+    "lua",
+    "plot_timeline",
+    "repeat_runs",
+    "run_clients",
+    "run_schedule",
+    "show",
+    "Stepper",
+]

@@ -175,7 +175,9 @@ def wait_for_busy(client: Any, key: str, timeout: float = 10.0) -> str:
                 return str(exc)
             raise
         time.sleep(0.005)
-    raise TimeoutError(f"no BUSY reply within {timeout}s: is a script running past busy-reply-threshold?")
+    raise TimeoutError(
+        f"no BUSY reply within {timeout}s: is a script running past busy-reply-threshold?"
+    )
 
 
 def longest_wait_during(call: Callable[[], Any], probe: Any, key: str) -> tuple[float, float]:

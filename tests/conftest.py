@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from helpers import Lab, connect
-from helpers.tools import foreign
 from helpers.backend.server import RedisClusterServer, RedisServer, ServerNotFound, find_binary
+from helpers.tools import foreign
 
 REQUIRE_REAL = os.environ.get("RACELAB_REQUIRE_REAL") == "1"
 
@@ -72,7 +72,9 @@ def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
         the_lab = connect(_test_namespace(request), backend="embedded")
     else:
         # owned=False: the session server plays a shared server, so the guard is on.
-        the_lab = connect(_test_namespace(request), url=request.getfixturevalue("real_url"), owned=False)
+        the_lab = connect(
+            _test_namespace(request), url=request.getfixturevalue("real_url"), owned=False
+        )
     try:
         yield the_lab
     finally:
@@ -83,7 +85,9 @@ def lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
 @pytest.fixture
 def cluster_lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
     """A Lab on the session's throwaway cluster."""
-    the_lab = connect(_test_namespace(request), url=request.getfixturevalue("cluster_url"), owned=False)
+    the_lab = connect(
+        _test_namespace(request), url=request.getfixturevalue("cluster_url"), owned=False
+    )
     try:
         yield the_lab
     finally:

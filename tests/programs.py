@@ -24,8 +24,10 @@ def incr_first_limiter(client: Any, key: str, limit: int = 5) -> str:
 
 def lua_limiter(client: Any, key: str, limit: int = 5) -> str:
     """The check and the INCR in one EVAL: one round trip, no race."""
-    script = ("local n = tonumber(redis.call('GET', KEYS[1]) or '0') "
-              "if n >= tonumber(ARGV[1]) then return 0 end redis.call('INCR', KEYS[1]) return 1")
+    script = (
+        "local n = tonumber(redis.call('GET', KEYS[1]) or '0') "
+        "if n >= tonumber(ARGV[1]) then return 0 end redis.call('INCR', KEYS[1]) return 1"
+    )
     return "allowed" if client.eval(script, 1, key, limit) == 1 else "rejected"
 
 

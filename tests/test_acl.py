@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 import redis
+from conftest import _no_real
 
 from helpers import UnsafeCommandError, connect
 from helpers.backend.guard import ForeignLibraryError
@@ -29,11 +30,11 @@ from helpers.backend.scripts import delete_library, fcall_reloading, load_librar
 from helpers.backend.server import RedisClusterServer, RedisServer, ServerNotFound, find_binary
 from helpers.tools import acl, foreign
 
-from conftest import _no_real
-
 # A foreign library that holds the name of one of the suite's (lua/dict_library.lua's).
-FOREIGN_DICT_CODE = ("#!lua name=racelab_dict\n"
-                     "redis.register_function('their_dict_fn', function(keys, args) return 'not yours' end)\n")
+FOREIGN_DICT_CODE = (
+    "#!lua name=racelab_dict\n"
+    "redis.register_function('their_dict_fn', function(keys, args) return 'not yours' end)\n"
+)
 FOREIGN_KEY = b"app:string:0"  # planted by foreign.plant_keys
 SECOND_DB_KEY = b"db3:string:0"
 
@@ -74,13 +75,20 @@ def shared() -> Iterator[Shared]:
             foreign.fill_foreign(admin)
             admin.function_load(FOREIGN_DICT_CODE)
             foreign.plant_keys(second, 50, label="db3")
-            state.before = {0: foreign.snapshot(admin), foreign.SECOND_DB: foreign.snapshot(second, server_wide=False)}
+            state.before = {
+                0: foreign.snapshot(admin),
+                foreign.SECOND_DB: foreign.snapshot(second, server_wide=False),
+            }
         yield state
         with state.admin() as admin, state.admin(foreign.SECOND_DB) as second:
             problems = foreign.compare(state.before[0], foreign.snapshot(admin))
-            problems += foreign.compare(state.before[foreign.SECOND_DB], foreign.snapshot(second, server_wide=False))
+            problems += foreign.compare(
+                state.before[foreign.SECOND_DB], foreign.snapshot(second, server_wide=False)
+            )
             problems += foreign.suite_leftovers(admin, state.before[0])
-            problems += foreign.suite_leftovers(second, state.before[foreign.SECOND_DB], server_wide=False)
+            problems += foreign.suite_leftovers(
+                second, state.before[foreign.SECOND_DB], server_wide=False
+            )
         assert problems == [], "an attack got through:\n" + "\n".join(problems)
 
 
@@ -129,22 +137,36 @@ def test_the_workshop_user_can_do_what_the_notebooks_do(lab: Any) -> None:
 
 GUARD_VISIBLE: dict[str, tuple[Callable[[Any, str], Any], str]] = {
     "memoryview FLUSHALL": (lambda c, k: c.execute_command(memoryview(b"FLUSHALL")), "FLUSHALL"),
-    "SCRIPT + memoryview FLUSH": (lambda c, k: c.execute_command("SCRIPT", memoryview(b"FLUSH")), "SCRIPT FLUSH"),
-    "memoryview CONFIG SET": (lambda c, k: c.execute_command(memoryview(b"CONFIG"), "SET", "maxmemory", "1mb"),
-                              "CONFIG SET"),
+    "SCRIPT + memoryview FLUSH": (
+        lambda c, k: c.execute_command("SCRIPT", memoryview(b"FLUSH")),
+        "SCRIPT FLUSH",
+    ),
+    "memoryview CONFIG SET": (
+        lambda c, k: c.execute_command(memoryview(b"CONFIG"), "SET", "maxmemory", "1mb"),
+        "CONFIG SET",
+    ),
     "bytearray flushdb": (lambda c, k: c.execute_command(bytearray(b"flushdb")), "FLUSHDB"),
-    "mixed-case Function Flush": (lambda c, k: c.execute_command("Function Flush"), "FUNCTION FLUSH"),
-    "COPY ... DB 3 REPLACE": (lambda c, k: c.execute_command("COPY", k, k, "DB", foreign.SECOND_DB, "REPLACE"),
-                              "COPY ... DB"),
-    "MIGRATE": (lambda c, k: c.execute_command("MIGRATE", "127.0.0.1", 1, "app:string:1", 0, 1000),
-                "MIGRATE"),
+    "mixed-case Function Flush": (
+        lambda c, k: c.execute_command("Function Flush"),
+        "FUNCTION FLUSH",
+    ),
+    "COPY ... DB 3 REPLACE": (
+        lambda c, k: c.execute_command("COPY", k, k, "DB", foreign.SECOND_DB, "REPLACE"),
+        "COPY ... DB",
+    ),
+    "MIGRATE": (
+        lambda c, k: c.execute_command("MIGRATE", "127.0.0.1", 1, "app:string:1", 0, 1000),
+        "MIGRATE",
+    ),
     "MOVE": (lambda c, k: c.execute_command("MOVE", k, foreign.SECOND_DB), "MOVE"),
     "SELECT": (lambda c, k: c.execute_command("SELECT", foreign.SECOND_DB), "SELECT"),
     "SWAPDB": (lambda c, k: c.execute_command("SWAPDB", 0, foreign.SECOND_DB), "SWAPDB"),
     "KEYS": (lambda c, k: c.execute_command("KEYS", "*"), "KEYS"),
     "DEBUG": (lambda c, k: c.execute_command("DEBUG", "SLEEP", 0), "DEBUG"),
-    "FUNCTION DELETE of a foreign library": (lambda c, k: c.function_delete(foreign.FOREIGN_LIBRARY),
-                                             "FUNCTION DELETE"),
+    "FUNCTION DELETE of a foreign library": (
+        lambda c, k: c.function_delete(foreign.FOREIGN_LIBRARY),
+        "FUNCTION DELETE",
+    ),
 }
 
 
@@ -158,15 +180,21 @@ def test_the_guard_refuses_what_it_sees(lab: Any, attack: str) -> None:
 
 
 # DEBUG is left out: the server refuses it before the ACL is asked (enable-debug-command no).
-@pytest.mark.parametrize("attack", [a for a in GUARD_VISIBLE if "foreign library" not in a and a != "DEBUG"])
-def test_the_server_refuses_the_same_without_the_guard(raw: redis.Redis, lab: Any, attack: str) -> None:
+@pytest.mark.parametrize(
+    "attack", [a for a in GUARD_VISIBLE if "foreign library" not in a and a != "DEBUG"]
+)
+def test_the_server_refuses_the_same_without_the_guard(
+    raw: redis.Redis, lab: Any, attack: str
+) -> None:
     send, _refused = GUARD_VISIBLE[attack]
     key = lab.key("x")
     raw.set(key, "mine")
     _refused_by_server(lambda: send(raw, key))
 
 
-def test_pubsub_clients_are_guarded_and_the_server_refuses_them_too(lab: Any, raw: redis.Redis) -> None:
+def test_pubsub_clients_are_guarded_and_the_server_refuses_them_too(
+    lab: Any, raw: redis.Redis
+) -> None:
     with pytest.raises(UnsafeCommandError, match="refusing FLUSHALL"):
         lab.client().pubsub().execute_command("FLUSHALL")
     pubsub = raw.pubsub()
@@ -185,7 +213,9 @@ def test_every_other_way_a_lab_client_sends_is_guarded(lab: Any) -> None:
         with pytest.raises(UnsafeCommandError, match="refusing FLUSHALL"):
             conn.send_command("FLUSHALL")
         with pytest.raises(UnsafeCommandError, match="refusing FLUSHALL"):
-            conn.send_packed_command([b"*1\r\n$8\r\nFLUSH", b"ALL\r\n"])  # packed by hand, in two chunks
+            conn.send_packed_command(
+                [b"*1\r\n$8\r\nFLUSH", b"ALL\r\n"]
+            )  # packed by hand, in two chunks
         with pytest.raises(UnsafeCommandError, match="cannot read"):
             conn.send_packed_command([b"FLUSHALL\r\n"])  # an inline command
         conn.send_packed_command([b"*1\r\n$4\r\nPING\r\n"])  # readable and harmless: sent
@@ -197,7 +227,9 @@ def test_every_other_way_a_lab_client_sends_is_guarded(lab: Any) -> None:
         single.connection.send_command("FLUSHDB")
 
 
-def test_reset_is_refused_by_the_guard_and_logs_out_on_the_server(lab: Any, raw: redis.Redis) -> None:
+def test_reset_is_refused_by_the_guard_and_logs_out_on_the_server(
+    lab: Any, raw: redis.Redis
+) -> None:
     """No ACL rule can refuse RESET; it logs the connection in as 'default', which has a password here."""
     with pytest.raises(UnsafeCommandError, match="refusing RESET"):
         lab.client().execute_command("RESET")
@@ -215,11 +247,18 @@ COMPUTED = {
     "string.char": ("return redis.call(string.char(70, 76, 85, 83, 72, 65, 76, 76))", []),
     "string.reverse": ("return redis.call(string.reverse('llahsulf'))", []),
     "decimal escape": ("return redis.call('\\102lushall')", []),
-    "SELECT computed": ("redis.call('sel'..'ect', ARGV[1]) return redis.call('SET', KEYS[1], 'x')",
-                        [str(foreign.SECOND_DB)]),
-    "COPY ... DB computed": ("return redis.call('CO'..'PY', KEYS[1], KEYS[1], 'DB', ARGV[1], 'REPLACE')",
-                             [str(foreign.SECOND_DB)]),
-    "MOVE computed": ("return redis.call(string.upper('mo'..'ve'), KEYS[1], ARGV[1])", [str(foreign.SECOND_DB)]),
+    "SELECT computed": (
+        "redis.call('sel'..'ect', ARGV[1]) return redis.call('SET', KEYS[1], 'x')",
+        [str(foreign.SECOND_DB)],
+    ),
+    "COPY ... DB computed": (
+        "return redis.call('CO'..'PY', KEYS[1], KEYS[1], 'DB', ARGV[1], 'REPLACE')",
+        [str(foreign.SECOND_DB)],
+    ),
+    "MOVE computed": (
+        "return redis.call(string.upper('mo'..'ve'), KEYS[1], ARGV[1])",
+        [str(foreign.SECOND_DB)],
+    ),
     "foreign key computed": ("return redis.call('DEL', 'app:'..'string:0')", []),
     "SWAPDB computed": ("return redis.call('SWAP'..'DB', 0, ARGV[1])", [str(foreign.SECOND_DB)]),
 }
@@ -233,7 +272,9 @@ def test_scripts_that_compute_the_command_are_refused_by_the_server(lab: Any, at
     _refused_by_server(lambda: c.eval(body, 1, key, *args))
 
 
-def test_script_load_then_evalsha_register_script_and_a_pipeline_are_refused_by_the_server(lab: Any) -> None:
+def test_script_load_then_evalsha_register_script_and_a_pipeline_are_refused_by_the_server(
+    lab: Any,
+) -> None:
     c = lab.client()
     body = "return redis.call(ARGV[1])"
     sha = c.script_load(body)
@@ -247,9 +288,11 @@ def test_script_load_then_evalsha_register_script_and_a_pipeline_are_refused_by_
 
 def test_a_racelab_library_that_computes_flushall_is_refused_by_the_server(lab: Any) -> None:
     c = lab.client()
-    c.function_load("#!lua name=racelab_evil\n"
-                    "redis.register_function('racelab_evil', function(keys, args) return redis.call(args[1]) end)",
-                    replace=True)
+    c.function_load(
+        "#!lua name=racelab_evil\n"
+        "redis.register_function('racelab_evil', function(keys, args) return redis.call(args[1]) end)",
+        replace=True,
+    )
     try:
         _refused_by_server(lambda: c.fcall("racelab_evil", 0, "FLUSHALL"))
     finally:
@@ -273,33 +316,61 @@ def test_foreign_keys_are_refused_by_the_server_not_the_guard(lab: Any, attack: 
     _refused_by_server(lambda: FOREIGN_KEY_WRITES[attack](c, key))
 
 
-@pytest.mark.parametrize("command", [("FLUSHALL",), ("FLUSHDB",), ("FUNCTION", "FLUSH"), ("SCRIPT", "FLUSH"),
-                                     ("FUNCTION", "RESTORE", b"x"), ("CONFIG", "SET", "maxmemory", "1mb"),
-                                     ("CONFIG", "GET", "*"), ("ACL", "SETUSER", "racelab", "+@all"),
-                                     ("SHUTDOWN", "NOSAVE"), ("MONITOR",), ("CLIENT", "KILL", "ID", "1"),
-                                     ("SCRIPT", "KILL"), ("FUNCTION", "KILL"), ("SELECT", 1),
-                                     ("RESTORE", "racelab:x", 0, b"x"), ("SORT", "racelab:x"), ("INFO",),
-                                     ("PUBLISH", "racelab:c", "m")],
-                         ids=lambda c: " ".join(str(a) for a in c[:2]))
-def test_server_wide_commands_are_refused_by_the_server(raw: redis.Redis, command: tuple[Any, ...]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("FLUSHALL",),
+        ("FLUSHDB",),
+        ("FUNCTION", "FLUSH"),
+        ("SCRIPT", "FLUSH"),
+        ("FUNCTION", "RESTORE", b"x"),
+        ("CONFIG", "SET", "maxmemory", "1mb"),
+        ("CONFIG", "GET", "*"),
+        ("ACL", "SETUSER", "racelab", "+@all"),
+        ("SHUTDOWN", "NOSAVE"),
+        ("MONITOR",),
+        ("CLIENT", "KILL", "ID", "1"),
+        ("SCRIPT", "KILL"),
+        ("FUNCTION", "KILL"),
+        ("SELECT", 1),
+        ("RESTORE", "racelab:x", 0, b"x"),
+        ("SORT", "racelab:x"),
+        ("INFO",),
+        ("PUBLISH", "racelab:c", "m"),
+    ],
+    ids=lambda c: " ".join(str(a) for a in c[:2]),
+)
+def test_server_wide_commands_are_refused_by_the_server(
+    raw: redis.Redis, command: tuple[Any, ...]
+) -> None:
     _refused_by_server(lambda: raw.execute_command(*command))
 
 
 # --- library names: the suite replaces or deletes only its own code ----------------------------
 
-def test_a_foreign_library_named_like_ours_is_refused_byte_for_byte(lab: Any, shared: Shared) -> None:
+
+def test_a_foreign_library_named_like_ours_is_refused_byte_for_byte(
+    lab: Any, shared: Shared
+) -> None:
     c = lab.client()
-    for attempt in (lambda: load_library(c, "dict_library"), lambda: delete_library(c, "dict_library"),
-                    lambda: fcall_reloading(c, "dict_library", "racelab_dict_get_or_put", [lab.key("a")], ["x"]),
-                    lambda: c.function_load(lua_source("dict_library"), replace=True),
-                    lambda: c.function_delete("racelab_dict"),
-                    lambda: c.function_delete(foreign.LOOKALIKE_LIBRARY)):
+    for attempt in (
+        lambda: load_library(c, "dict_library"),
+        lambda: delete_library(c, "dict_library"),
+        lambda: fcall_reloading(
+            c, "dict_library", "racelab_dict_get_or_put", [lab.key("a")], ["x"]
+        ),
+        lambda: c.function_load(lua_source("dict_library"), replace=True),
+        lambda: c.function_delete("racelab_dict"),
+        lambda: c.function_delete(foreign.LOOKALIKE_LIBRARY),
+    ):
         with pytest.raises(ForeignLibraryError, match="library 'racelab_(dict|someone_elses)'"):
             attempt()
     conn = c.connection_pool.get_connection()
     try:
         with pytest.raises(ForeignLibraryError, match="library 'racelab_dict'"):
-            conn.send_command("FUNCTION", "DELETE", "racelab_dict")  # a pooled connection checks it too
+            conn.send_command(
+                "FUNCTION", "DELETE", "racelab_dict"
+            )  # a pooled connection checks it too
     finally:
         c.connection_pool.release(conn)
     with shared.admin() as admin:
@@ -321,10 +392,13 @@ def test_the_library_check_is_not_a_round_trip_of_the_client(lab: Any) -> None:
     before = client_stats(c)
     load_library(c, "demo_library")
     delete_library(c, "demo_library")
-    assert (client_stats(c) - before).round_trips == 2  # FUNCTION LOAD and FUNCTION DELETE, nothing else
+    assert (
+        client_stats(c) - before
+    ).round_trips == 2  # FUNCTION LOAD and FUNCTION DELETE, nothing else
 
 
 # --- a cluster: the user on every node -------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def shared_cluster() -> Iterator[tuple[RedisClusterServer, str, str]]:
@@ -348,8 +422,12 @@ def test_on_a_cluster_the_user_is_on_every_node_and_refuses_there(shared_cluster
             c.set(lab.key(f"k{n}"), n)
         _refused_by_server(lambda: c.eval("return redis.call(ARGV[1])", 0, "FLUSHALL"))
         with pytest.raises(UnsafeCommandError):
-            c.get_redis_connection(c.get_primaries()[-1]).flushall()  # a node's own client is guarded too
-        assert load_library(c, "demo_library") == "racelab_demo" and delete_library(c, "demo_library")
+            c.get_redis_connection(
+                c.get_primaries()[-1]
+            ).flushall()  # a node's own client is guarded too
+        assert load_library(c, "demo_library") == "racelab_demo" and delete_library(
+            c, "demo_library"
+        )
         with cluster.servers[-1].client(password=admin_password) as last_node:
             last_node.function_load(FOREIGN_DICT_CODE)  # somebody's racelab_dict, on one node only
         with pytest.raises(ForeignLibraryError, match="racelab_dict"):

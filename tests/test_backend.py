@@ -10,8 +10,17 @@ import redis
 
 from helpers import Lab, connect
 from helpers.backend import lab as lab_module
-from helpers.backend.lab import (BACKENDS, CONNECT_TIMEOUT_S, RECONNECT_RETRIES, REPLY_TIMEOUT_S, ServerIdentity,
-                                 _probe, argument_tokens, identify, redacted)
+from helpers.backend.lab import (
+    BACKENDS,
+    CONNECT_TIMEOUT_S,
+    RECONNECT_RETRIES,
+    REPLY_TIMEOUT_S,
+    ServerIdentity,
+    _probe,
+    argument_tokens,
+    identify,
+    redacted,
+)
 from helpers.backend.namespace import Namespace
 from helpers.backend.server import RedisServer
 
@@ -52,6 +61,7 @@ def test_clients_in_threads_see_every_increment(lab):
         c = lab.client()
         for _ in range(200):
             c.incr(lab.key("n"))
+
     threads = [threading.Thread(target=work) for _ in range(4)]
     for t in threads:
         t.start()
@@ -97,7 +107,9 @@ try:
 except UserWarning:
     print("other warnings still raise")
 """
-    done = subprocess.run([sys.executable, "-W", "error", "-c", code], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-W", "error", "-c", code], capture_output=True, text=True
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "other warnings still raise"
 
@@ -119,8 +131,12 @@ def test_lab_context_manager_cleans_up(real_url):
 # --- which server answers, and what it can do --------------------------------------------------
 
 REDIS_86_INFO = {"redis_version": "8.6.3", "redis_mode": "standalone", "process_id": 7}
-VALKEY_INFO = {"redis_version": "7.2.4", "server_name": "valkey", "valkey_version": "9.1.2",
-               "server_mode": "standalone"}
+VALKEY_INFO = {
+    "redis_version": "7.2.4",
+    "server_name": "valkey",
+    "valkey_version": "9.1.2",
+    "server_mode": "standalone",
+}
 
 
 def test_the_server_is_identified_by_info_fields_not_by_redis_version():
@@ -134,8 +150,14 @@ def test_the_server_is_identified_by_info_fields_not_by_redis_version():
 
 
 def test_describe_names_the_server_and_what_its_info_claims():
-    lab = Lab(kind="real", ns=Namespace("t", "0" * 8), owns_server=False, url="redis://x:1/0",
-              version="9.1.2", server=identify(VALKEY_INFO))
+    lab = Lab(
+        kind="real",
+        ns=Namespace("t", "0" * 8),
+        owns_server=False,
+        url="redis://x:1/0",
+        version="9.1.2",
+        server=identify(VALKEY_INFO),
+    )
     text = lab.describe()
     assert "server: Valkey 9.1.2 (INFO redis_version 7.2.4)" in text
     assert "redis-server" not in text
@@ -161,22 +183,45 @@ def test_real_server_identity_comes_from_info(lab):
 def _raising(exc: Exception):
     def call():
         raise exc
+
     return call
 
 
-@pytest.mark.parametrize("error, known, usable", [
-    (redis.exceptions.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."), True, True),
-    (redis.exceptions.ReadOnlyError("You can't write against a read only replica."), True, True),
-    (redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"), None, True),
-    (redis.ResponseError("BUSY Redis is busy running a script."), True, True),
-    (redis.ResponseError("MISCONF Errors writing to the AOF file"), None, True),
-    (redis.exceptions.OutOfMemoryError("command not allowed ..."), False, False),  # and not listed
-    (redis.ResponseError("unknown command 'DELEX', with args beginning with: "), None, False),
-    (redis.ResponseError("ERR syntax error"), True, False),
-    (redis.exceptions.NoPermissionError("User racelab has no permissions to run the 'delex' command"),
-     True, False),
-    (redis.RedisError("DELEX command doesn't exist in Redis commands"), None, False),
-])
+@pytest.mark.parametrize(
+    "error, known, usable",
+    [
+        (
+            redis.exceptions.OutOfMemoryError(
+                "command not allowed when used memory > 'maxmemory'."
+            ),
+            True,
+            True,
+        ),
+        (
+            redis.exceptions.ReadOnlyError("You can't write against a read only replica."),
+            True,
+            True,
+        ),
+        (redis.exceptions.BusyLoadingError("Redis is loading the dataset in memory"), None, True),
+        (redis.ResponseError("BUSY Redis is busy running a script."), True, True),
+        (redis.ResponseError("MISCONF Errors writing to the AOF file"), None, True),
+        (
+            redis.exceptions.OutOfMemoryError("command not allowed ..."),
+            False,
+            False,
+        ),  # and not listed
+        (redis.ResponseError("unknown command 'DELEX', with args beginning with: "), None, False),
+        (redis.ResponseError("ERR syntax error"), True, False),
+        (
+            redis.exceptions.NoPermissionError(
+                "User racelab has no permissions to run the 'delex' command"
+            ),
+            True,
+            False,
+        ),
+        (redis.RedisError("DELEX command doesn't exist in Redis commands"), None, False),
+    ],
+)
 def test_a_refusal_is_not_a_missing_command(error, known, usable):
     ok, note = _probe(_raising(error), known, "DELEX command", "Redis 7.0.15")
     assert ok is usable
@@ -191,10 +236,29 @@ def test_a_dead_server_during_a_probe_is_not_read_as_a_missing_command():
 
 
 def test_option_tokens_are_read_from_command_docs_in_both_protocols(monkeypatch):
-    resp3 = {b"set": {b"arguments": [{b"name": b"key"}, {b"name": b"condition", b"arguments": [
-        {b"name": b"nx", b"token": b"NX"}, {b"name": b"ifeq-value", b"token": b"IFEQ"}]}]}}
-    resp2 = ["set", ["summary", "...", "arguments", [["name", "key"], ["name", "condition",
-             "arguments", [["name", "xx", "token", "XX"]]]]]]
+    resp3 = {
+        b"set": {
+            b"arguments": [
+                {b"name": b"key"},
+                {
+                    b"name": b"condition",
+                    b"arguments": [
+                        {b"name": b"nx", b"token": b"NX"},
+                        {b"name": b"ifeq-value", b"token": b"IFEQ"},
+                    ],
+                },
+            ]
+        }
+    }
+    resp2 = [
+        "set",
+        [
+            "summary",
+            "...",
+            "arguments",
+            [["name", "key"], ["name", "condition", "arguments", [["name", "xx", "token", "XX"]]]],
+        ],
+    ]
     for reply, expected in [(resp3, {"NX", "IFEQ"}), (resp2, {"XX"}), ([], None)]:
         monkeypatch.setattr(lab_module, "raw_command", lambda client, *args, reply=reply: reply)
         assert argument_tokens(None, "set") == expected
@@ -235,6 +299,7 @@ def test_a_read_only_replica_keeps_its_84_commands(owned_server):
 
 # --- every client has timeouts ----------------------------------------------------------------
 
+
 def test_real_clients_get_timeouts_and_no_silent_retry_unless_told_otherwise(lab):
     if lab.kind == "embedded":
         pytest.skip("the embedded backend has no socket")
@@ -254,5 +319,8 @@ def test_cluster_clients_get_timeouts(cluster_lab):
 
 
 def test_passwords_are_not_printed():
-    assert redacted("redis://racelab:s3cret@127.0.0.1:6379/0") == "redis://racelab:***@127.0.0.1:6379/0"
+    assert (
+        redacted("redis://racelab:s3cret@127.0.0.1:6379/0")
+        == "redis://racelab:***@127.0.0.1:6379/0"
+    )
     assert redacted("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"

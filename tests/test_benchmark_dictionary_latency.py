@@ -27,23 +27,45 @@ def test_runner_finds_the_dictionary_benchmark() -> None:
 
 
 def test_the_benchmark_times_every_strategy_of_races_dictionary_itself() -> None:
-    strategies = [getattr(dictionary, name) for name in dir(dictionary) if name.endswith("_get_or_put")]
+    strategies = [
+        getattr(dictionary, name) for name in dir(dictionary) if name.endswith("_get_or_put")
+    ]
     assert len(strategies) == 6
     assert sorted(map(id, bench.STRATEGIES.values())) == sorted(map(id, strategies))
 
 
-def _row(size: int, scan: list[float], lua: list[float], server: tuple[float, float] | None = None) -> bench.SizeRow:
+def _row(
+    size: int, scan: list[float], lua: list[float], server: tuple[float, float] | None = None
+) -> bench.SizeRow:
     stats = {hgetall_hsetnx_get_or_put: summarize(scan), lua_get_or_put: summarize(lua)}
     server_us = {hgetall_hsetnx_get_or_put: server[0], lua_get_or_put: server[1]} if server else {}
     return bench.SizeRow(size, stats, server_us)
 
 
 def test_report_prints_medians_ratios_and_the_speed_up_at_the_largest_size() -> None:
-    rows = [_row(100, [0.002, 0.001, 0.003], [0.001], (15.0, 30.0)), _row(10_000, [0.5], [0.001], (3000.0, 30.0))]
+    rows = [
+        _row(100, [0.002, 0.001, 0.003], [0.001], (15.0, 30.0)),
+        _row(10_000, [0.5], [0.001], (3000.0, 30.0)),
+    ]
     text = bench.report("real", "8.6.3", rows)
     lines = text.splitlines()
-    assert lines[1].split() == ["size", "HGETALL", "+", "HSETNX", "Lua", "script", "HGETALL/Lua", "server", "µs",
-                                "HGETALL", "server", "µs", "script", "server", "ratio"]
+    assert lines[1].split() == [
+        "size",
+        "HGETALL",
+        "+",
+        "HSETNX",
+        "Lua",
+        "script",
+        "HGETALL/Lua",
+        "server",
+        "µs",
+        "HGETALL",
+        "server",
+        "µs",
+        "script",
+        "server",
+        "ratio",
+    ]
     assert lines[2].split() == ["100", "2.000", "1.000", "2.0x", "15.0", "30.0", "0.5x"]
     assert lines[3].split() == ["10,000", "500.000", "1.000", "500.0x", "3,000.0", "30.0", "100x"]
     assert text.endswith("speed-up of the Lua script at 10,000 strings: 500x (client side)")
@@ -53,7 +75,9 @@ def test_report_without_server_figures_has_no_server_columns() -> None:
     assert "server" not in bench.report("embedded", "8.4.0", [_row(100, [0.002], [0.001])])
 
 
-def test_measure_sizes_grows_one_dictionary_times_each_strategy_and_leaves_it_valid(lab: Lab) -> None:
+def test_measure_sizes_grows_one_dictionary_times_each_strategy_and_leaves_it_valid(
+    lab: Lab,
+) -> None:
     client, keys = lab.client(), dict_keys(lab.ns, "bench")
     rows = bench.measure_sizes(client, keys, [40, 20], repeats=1, server=lab.kind == "real")
     assert [r.size for r in rows] == [20, 40]
@@ -80,8 +104,9 @@ def test_main_rejects_bad_arguments(argv: list[str]) -> None:
         bench.main(argv)
 
 
-def test_without_a_redis_server_both_skips_real_and_real_alone_fails(monkeypatch: pytest.MonkeyPatch,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_without_a_redis_server_both_skips_real_and_real_alone_fails(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     def no_server(backend: str, sizes: list[int], repeats: int) -> str:
         if backend == "real":
             raise bench.ServerNotFound("no redis-server >= 8.4 found")

@@ -23,10 +23,14 @@ def test_runner_rejects_an_unknown_benchmark(capsys: pytest.CaptureFixture[str])
 
 
 def test_harness_report_prints_medians_and_ratios() -> None:
-    samples = {"redis-py bare loop, 1 thread": [10_000.0, 12_000.0, 11_000.0],
-               "run_clients, 1 thread": [9_000.0, 9_500.0, 9_900.0],
-               "run_clients, 8 threads": [9_800.0], "run_processes, 8 processes": [30_000.0],
-               "redis-benchmark -c 1": [18_000.0, 19_000.0, 20_000.0], "redis-benchmark -c 8": [80_000.0]}
+    samples = {
+        "redis-py bare loop, 1 thread": [10_000.0, 12_000.0, 11_000.0],
+        "run_clients, 1 thread": [9_000.0, 9_500.0, 9_900.0],
+        "run_clients, 8 threads": [9_800.0],
+        "run_processes, 8 processes": [30_000.0],
+        "redis-benchmark -c 1": [18_000.0, 19_000.0, 20_000.0],
+        "redis-benchmark -c 8": [80_000.0],
+    }
     text = harness_overhead.report(samples)
     row = next(line for line in text.splitlines() if line.startswith("run_clients, 1 thread "))
     assert row.split()[-2:] == ["9,500", "9,000-9,900"]
@@ -36,12 +40,20 @@ def test_harness_report_prints_medians_and_ratios() -> None:
 
 
 def test_mode_report_gives_each_mode_its_paired_overhead_in_ns_and_per_round_trip() -> None:
-    modes = {harness_overhead.BASELINE: [20_000.0, 30_000.0, 20_000.0],
-             "straight": [21_000.0, 31_500.0, 21_000.0],  # paired differences 1,000 / 1,500 / 1,000
-             "think, 0 s": [22_000.0, 32_000.0, 22_000.0],
-             harness_overhead.GATED: [60_000.0, 70_000.0, 60_000.0]}
-    rows = {line.split("  ")[0].strip(): line for line in harness_overhead.mode_report(modes).splitlines()}
-    assert rows["straight"].split()[-2:] == ["1,000", "5.0%"]  # median 1,000 ns of a 20,000 ns round trip
+    modes = {
+        harness_overhead.BASELINE: [20_000.0, 30_000.0, 20_000.0],
+        "straight": [21_000.0, 31_500.0, 21_000.0],  # paired differences 1,000 / 1,500 / 1,000
+        "think, 0 s": [22_000.0, 32_000.0, 22_000.0],
+        harness_overhead.GATED: [60_000.0, 70_000.0, 60_000.0],
+    }
+    rows = {
+        line.split("  ")[0].strip(): line
+        for line in harness_overhead.mode_report(modes).splitlines()
+    }
+    assert rows["straight"].split()[-2:] == [
+        "1,000",
+        "5.0%",
+    ]  # median 1,000 ns of a 20,000 ns round trip
     assert rows["think, 0 s"].split()[-2:] == ["2,000", "10.0%"]
     assert rows["gated (ScheduleRun.step)"].split()[-2:] == ["40,000", "200.0%"]
     assert rows[harness_overhead.BASELINE].split()[-2:] == ["-", "-"]

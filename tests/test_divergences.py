@@ -9,7 +9,6 @@ mention it. The register is also checked against docs/divergences.md.
 from __future__ import annotations
 
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ import pytest
 import redis
 
 from helpers import Lab, connect
-from helpers.tools.divergences import DIVERGENCES, by_id, markdown_table
 from helpers.backend.server import RedisServer
+from helpers.tools.divergences import DIVERGENCES, by_id, markdown_table
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "divergences.md"
 
@@ -31,6 +30,7 @@ def _error(call: Any) -> str:
 
 
 # ---- the register itself -------------------------------------------------------------------------
+
 
 def test_every_register_entry_has_a_pinning_test() -> None:
     module = sys.modules[__name__]
@@ -52,6 +52,7 @@ def test_docs_page_contains_the_register_table() -> None:
 
 # ---- expiry --------------------------------------------------------------------------------------
 
+
 def test_psetex_setex_getex_round_expiry(lab: Lab) -> None:
     c = lab.client()
     p, s, g, ref = (lab.key(n) for n in ("psetex", "setex", "getex", "set_px"))
@@ -64,7 +65,11 @@ def test_psetex_setex_getex_round_expiry(lab: Lab) -> None:
     if lab.kind == "embedded":
         assert remainders == [0, 0, 0]  # the absolute expiry is truncated to a whole second
     else:
-        assert remainders != [0, 0, 0]  # milliseconds kept (all three whole: a 1-in-10^9 coincidence)
+        assert remainders != [
+            0,
+            0,
+            0,
+        ]  # milliseconds kept (all three whole: a 1-in-10^9 coincidence)
     # SET ... PX (what the suite uses) keeps the milliseconds on both.
     assert abs(c.pexpiretime(ref) - c.pexpiretime(p)) < 1_500
 
@@ -81,9 +86,12 @@ def test_expiry_kept_as_float_seconds(lab: Lab) -> None:
 
 # ---- Lua -----------------------------------------------------------------------------------------
 
+
 def test_lua_not_sandboxed(lab: Lab) -> None:
     c = lab.client()
-    probe = "return {type(os), type(os.execute), type(rawget(_G, 'io')), type(rawget(_G, 'require'))}"
+    probe = (
+        "return {type(os), type(os.execute), type(rawget(_G, 'io')), type(rawget(_G, 'require'))}"
+    )
     if lab.kind == "embedded":
         assert c.eval(probe, 0) == ["table", "function", "table", "function"]
     else:
@@ -168,8 +176,11 @@ def test_no_info_config_object_debug(lab: Lab) -> None:
     k = lab.key("s")
     c.set(k, "v")
     if lab.kind == "embedded":
-        for call in (lambda: c.info("server"), lambda: c.config_get("maxmemory"),
-                     lambda: c.object("encoding", k)):
+        for call in (
+            lambda: c.info("server"),
+            lambda: c.config_get("maxmemory"),
+            lambda: c.object("encoding", k),
+        ):
             assert "unknown command" in _error(call)
     else:
         assert c.info("server")["redis_version"] == lab.version
@@ -178,6 +189,7 @@ def test_no_info_config_object_debug(lab: Lab) -> None:
 
 
 # ---- other commands ------------------------------------------------------------------------------
+
 
 def test_expire_option_error_wording(lab: Lab) -> None:
     c, k = lab.client(), lab.key("k")
@@ -208,6 +220,7 @@ def test_argument_checked_before_type(lab: Lab) -> None:
 
 # ---- the real server's defect --------------------------------------------------------------------
 
+
 def _raw_replies(client: redis.Redis, *args: Any) -> list[Any]:
     """Return every reply to one command, read up to an ECHO sentinel on a connection then dropped."""
     conn = client.connection_pool.get_connection()
@@ -235,14 +248,18 @@ def test_set_ifdeq_bad_digest_get_double_reply(lab: Lab) -> None:
     if lab.kind == "embedded":
         assert len(replies) == 1 and isinstance(replies[0], redis.ResponseError)
     else:
-        assert replies[0] == b"v" and isinstance(replies[1], redis.ResponseError) and len(replies) == 2
+        assert (
+            replies[0] == b"v" and isinstance(replies[1], redis.ResponseError) and len(replies) == 2
+        )
     assert "must be exactly 16 hexadecimal characters" in str(replies[-1])
     assert c.get(k) == b"v"
     # Missing key: the GET reply is nil and the digest is never checked: one reply on both.
     assert _raw_replies(c, "SET", lab.key("missing"), "w", "IFDEQ", "abc", "GET") == [None]
 
 
-def test_set_ifdeq_bad_digest_get_desynchronises_a_real_connection(owned_server: RedisServer) -> None:
+def test_set_ifdeq_bad_digest_get_desynchronises_a_real_connection(
+    owned_server: RedisServer,
+) -> None:
     with redis.Redis.from_url(owned_server.url, decode_responses=True) as c:
         c.response_callbacks.clear()  # replies as sent (redis-py maps SET's reply to a bool)
         c.set("k", "v")

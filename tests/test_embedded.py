@@ -63,7 +63,9 @@ def test_ifne_writes_when_the_value_differs(lab: Lab) -> None:
 
 
 @pytest.mark.parametrize("condition,operand", [("IFEQ", b"x"), ("IFDEQ", b"0123456789abcdef")])
-def test_ifeq_and_ifdeq_never_create_a_missing_key(lab: Lab, condition: str, operand: bytes) -> None:
+def test_ifeq_and_ifdeq_never_create_a_missing_key(
+    lab: Lab, condition: str, operand: bytes
+) -> None:
     c, k = raw(lab), lab.key("k")
     assert c.execute_command("SET", k, b"w", condition, operand) is None
     assert c.exists(k) == 0
@@ -110,11 +112,23 @@ def test_a_16_byte_digest_that_is_not_hex_is_accepted_and_never_matches(lab: Lab
     assert c.execute_command("SET", k, b"w", "IFDNE", b"zzzzzzzzzzzzzzzz") == b"OK"
 
 
-@pytest.mark.parametrize("options", [
-    ("NX", "IFEQ", "v"), ("XX", "IFNE", "v"), ("IFEQ", "v", "IFNE", "v"), ("IFDEQ", "0" * 16, "IFEQ", "v"),
-    ("IFEQ",), ("NX", "XX"), ("EX", "10", "PX", "10"), ("KEEPTTL", "EX", "10"), ("IFEQ", "v", "FOO"),
-])
-def test_conflicting_or_dangling_options_are_a_syntax_error(lab: Lab, options: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "options",
+    [
+        ("NX", "IFEQ", "v"),
+        ("XX", "IFNE", "v"),
+        ("IFEQ", "v", "IFNE", "v"),
+        ("IFDEQ", "0" * 16, "IFEQ", "v"),
+        ("IFEQ",),
+        ("NX", "XX"),
+        ("EX", "10", "PX", "10"),
+        ("KEEPTTL", "EX", "10"),
+        ("IFEQ", "v", "FOO"),
+    ],
+)
+def test_conflicting_or_dangling_options_are_a_syntax_error(
+    lab: Lab, options: tuple[str, ...]
+) -> None:
     c, k = raw(lab), lab.key("k")
     c.set(k, b"v")
     with pytest.raises(redis.ResponseError, match="^syntax error$"):
@@ -152,7 +166,9 @@ def test_get_returns_the_old_value_whether_or_not_the_write_happened(lab: Lab) -
     assert c.exists(missing) == 0
 
 
-@pytest.mark.parametrize("options", [("IFEQ", b"x"), ("IFNE", b"x"), ("IFDEQ", b"abc"), ("IFEQ", b"x", "GET")])
+@pytest.mark.parametrize(
+    "options", [("IFEQ", b"x"), ("IFNE", b"x"), ("IFDEQ", b"abc"), ("IFEQ", b"x", "GET")]
+)
 def test_a_condition_on_a_non_string_key_is_wrongtype(lab: Lab, options: tuple[Any, ...]) -> None:
     c, k = raw(lab), lab.key("h")
     c.hset(k, "f", "v")
@@ -225,6 +241,7 @@ def test_conditions_work_inside_lua_and_multi(lab: Lab) -> None:
 
 # ---- the embedded backend itself ---------------------------------------------------------------
 
+
 def test_clients_of_one_embedded_server_share_keys() -> None:
     server = embedded.new_server()
     a, b = embedded.new_client(server), embedded.new_client(server)
@@ -248,7 +265,9 @@ def test_fakeredis_still_dispatches_set_to_the_method_the_extension_overrides() 
 
 
 def test_a_server_older_than_8_4_refuses_the_conditions() -> None:
-    old = fakeredis.FakeRedis(server=fakeredis.FakeServer(version=(8, 2)), connection_class=Redis84Connection)
+    old = fakeredis.FakeRedis(
+        server=fakeredis.FakeServer(version=(8, 2)), connection_class=Redis84Connection
+    )
     with pytest.raises(redis.ResponseError, match="syntax error"):
         old.execute_command("SET", "k", "v", "IFNE", "x")
     assert old.execute_command("SET", "k", "v", "NX", "GET") is None
@@ -265,7 +284,9 @@ def test_embedded_answers_a_bad_digest_with_get_with_one_error() -> None:
 
 
 @pytest.mark.parametrize("operand,aborts", [("x", False), ("v", True)])
-def test_only_a_conditional_set_that_writes_aborts_a_watcher(lab: Lab, operand: str, aborts: bool) -> None:
+def test_only_a_conditional_set_that_writes_aborts_a_watcher(
+    lab: Lab, operand: str, aborts: bool
+) -> None:
     watcher, other, k = lab.client(), lab.client(), lab.key("watched")
     watcher.set(k, "v")
     with watcher.pipeline() as pipe:

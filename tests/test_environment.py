@@ -18,7 +18,7 @@ def test_environment_yml_and_pyproject_name_the_same_packages():
     pypi = {_name(d).split("[")[0] for d in pyproject["project"]["dependencies"]}
     conda = set()
     text = (ROOT / "environment.yml").read_text()
-    for line in text[text.index("dependencies:"):].splitlines():
+    for line in text[text.index("dependencies:") :].splitlines():
         m = re.match(r"^\s+-\s+([A-Za-z0-9_.\-]+)", line)
         if m and m.group(1) not in ("python", "pip", "-e"):
             conda.add(CONDA_TO_PYPI.get(m.group(1), m.group(1)).split("[")[0].lower())

@@ -8,14 +8,20 @@ from pathlib import Path
 
 import pytest
 from matplotlib.figure import Figure
-
-from helpers import Lab
-from helpers.instruments.explore import (Exploration, TooManySchedules, all_hold, count_interleavings, counter_at_most,
-                             counter_equals, explore, results_at_most)
-from helpers import lua
-from helpers.instruments.schedule import lease_expires, run_schedule
-
 from programs import incr_first_limiter, lock_holder, naive_limiter
+
+from helpers import Lab, lua
+from helpers.instruments.explore import (
+    Exploration,
+    TooManySchedules,
+    all_hold,
+    count_interleavings,
+    counter_at_most,
+    counter_equals,
+    explore,
+    results_at_most,
+)
+from helpers.instruments.schedule import lease_expires, run_schedule
 
 LIMIT = 5
 
@@ -31,7 +37,9 @@ def one_slot_left(key: str):
 
 
 def admitted_at_most_limit(key: str):
-    return lambda client, results: list(results.values()).count("allowed") <= 1 and int(client.get(key)) <= LIMIT
+    return lambda client, results: (
+        list(results.values()).count("allowed") <= 1 and int(client.get(key)) <= LIMIT
+    )
 
 
 def read_then_write(client, key: str, rounds: int) -> str:
@@ -48,8 +56,13 @@ def two(fn, **kwargs):
 
 def test_naive_limiter_one_slot_left_overshoots_in_4_of_6_schedules(lab: Lab) -> None:
     key = lab.key("counter")
-    found = explore(lab, two(naive_limiter, key=key), admitted_at_most_limit(key),
-                    setup=one_slot_left(key), watch=[key])
+    found = explore(
+        lab,
+        two(naive_limiter, key=key),
+        admitted_at_most_limit(key),
+        setup=one_slot_left(key),
+        watch=[key],
+    )
     assert found.total == 6 and found.bad_count == 4
     assert found.bad == ["ABAB", "ABBA", "BAAB", "BABA"]
     assert found.good == ["AAB", "BBA"]  # the second GET sees the limit and stops: 3 steps
@@ -58,34 +71,54 @@ def test_naive_limiter_one_slot_left_overshoots_in_4_of_6_schedules(lab: Lab) ->
 
 def test_naive_limiter_picture_is_stable_text(lab: Lab) -> None:
     key = lab.key("counter")
-    found = explore(lab, two(naive_limiter, key=key), admitted_at_most_limit(key),
-                    setup=one_slot_left(key), watch=[key])
-    assert found.picture() == (" AAB  [ABAB] [ABBA] [BAAB] [BABA]  BBA\n"
-                               "[...] = invariant broken; 4 of 6 schedules break the invariant")
+    found = explore(
+        lab,
+        two(naive_limiter, key=key),
+        admitted_at_most_limit(key),
+        setup=one_slot_left(key),
+        watch=[key],
+    )
+    assert found.picture() == (
+        " AAB  [ABAB] [ABBA] [BAAB] [BABA]  BBA\n"
+        "[...] = invariant broken; 4 of 6 schedules break the invariant"
+    )
     assert str(found) == found.picture()
     assert found.table().splitlines()[2] == "ABAB      BROKEN     A='allowed'  B='allowed'"
 
 
 def test_lua_limiter_is_one_round_trip_so_no_schedule_overshoots(lab: Lab) -> None:
     key = lab.key("counter")
-    found = explore(lab, two(lua_file_limiter, key=key),
-                    admitted_at_most_limit(key), setup=one_slot_left(key), watch=[key])
+    found = explore(
+        lab,
+        two(lua_file_limiter, key=key),
+        admitted_at_most_limit(key),
+        setup=one_slot_left(key),
+        watch=[key],
+    )
     assert (found.total, found.bad_count) == (2, 0)
     assert sorted(o.results["A"] for o in found.outcomes) == ["allowed", "rejected"]
 
 
 def test_incr_first_limiter_has_no_bad_schedule(lab: Lab) -> None:
     key = lab.key("counter")
-    found = explore(lab, {**two(incr_first_limiter, key=key), "C": partial(incr_first_limiter, key=key)},
-                    lambda client, results: list(results.values()).count("allowed") == 1,
-                    setup=one_slot_left(key), watch=[key])
+    found = explore(
+        lab,
+        {**two(incr_first_limiter, key=key), "C": partial(incr_first_limiter, key=key)},
+        lambda client, results: list(results.values()).count("allowed") == 1,
+        setup=one_slot_left(key),
+        watch=[key],
+    )
     assert (found.total, found.bad_count) == (6, 0)
 
 
 def test_two_clients_of_four_steps_have_70_schedules_and_lost_updates(lab: Lab) -> None:
     key = lab.key("n")
-    found = explore(lab, two(read_then_write, key=key, rounds=2),
-                    lambda client, results: int(client.get(key)) == 4, watch=[key])
+    found = explore(
+        lab,
+        two(read_then_write, key=key, rounds=2),
+        lambda client, results: int(client.get(key)) == 4,
+        watch=[key],
+    )
     assert found.total == 70 == count_interleavings(4, 4)
     assert len(set(o.schedule for o in found.outcomes)) == 70
     expected_good = {"AAAABBBB", "BBBBAAAA", "AABBBBAA", "BBAAAABB", "AABBAABB", "BBAABBAA"}
@@ -94,8 +127,15 @@ def test_two_clients_of_four_steps_have_70_schedules_and_lost_updates(lab: Lab) 
 
 def test_schedules_are_enumerated_in_lexicographic_order(lab: Lab) -> None:
     key = lab.key("n")
-    found = explore(lab, {**two(read_then_write, key=key, rounds=1), "C": partial(read_then_write, key=key, rounds=1)},
-                    lambda client, results: True, watch=[key])
+    found = explore(
+        lab,
+        {
+            **two(read_then_write, key=key, rounds=1),
+            "C": partial(read_then_write, key=key, rounds=1),
+        },
+        lambda client, results: True,
+        watch=[key],
+    )
     every = sorted({"".join(p) for p in itertools.permutations("AABBCC")})
     assert [o.schedule for o in found.outcomes] == every and found.total == 90
 
@@ -103,8 +143,12 @@ def test_schedules_are_enumerated_in_lexicographic_order(lab: Lab) -> None:
 def test_clock_actor_is_explored_like_a_client(lab: Lab) -> None:
     lock = lab.key("lock")
 
-    found = explore(lab, {"A": partial(lock_holder, key=lock, token="a"), "T": lease_expires(lock)},
-                    lambda client, results: client.exists(lock) == 0, watch=[lock])
+    found = explore(
+        lab,
+        {"A": partial(lock_holder, key=lock, token="a"), "T": lease_expires(lock)},
+        lambda client, results: client.exists(lock) == 0,
+        watch=[lock],
+    )
     assert [o.schedule for o in found.outcomes] == ["AAT", "ATA", "TAA"] and found.bad_count == 0
 
 
@@ -117,28 +161,45 @@ def test_non_deterministic_actors_are_detected(lab: Lab) -> None:
         if next(runs) % 2 == 0:
             client.incr(key)
         return "done"
+
     with pytest.raises(RuntimeError, match="not deterministic"):
-        explore(lab, {"A": flaky, "B": partial(read_then_write, key=key, rounds=1)}, lambda c, r: True,
-                watch=[key])
+        explore(
+            lab,
+            {"A": flaky, "B": partial(read_then_write, key=key, rounds=1)},
+            lambda c, r: True,
+            watch=[key],
+        )
 
 
 def test_too_many_schedules_raise(lab: Lab) -> None:
     key = lab.key("n")
     with pytest.raises(TooManySchedules):
-        explore(lab, two(read_then_write, key=key, rounds=2), lambda c, r: True,
-                watch=[key], max_schedules=10)
+        explore(
+            lab,
+            two(read_then_write, key=key, rounds=2),
+            lambda c, r: True,
+            watch=[key],
+            max_schedules=10,
+        )
 
 
 def test_invariant_must_return_a_bool(lab: Lab) -> None:
     key = lab.key("n")
     with pytest.raises(TypeError, match="must return a bool"):
-        explore(lab, {"A": partial(read_then_write, key=key, rounds=1)}, lambda c, r: "yes", watch=[key])
+        explore(
+            lab, {"A": partial(read_then_write, key=key, rounds=1)}, lambda c, r: "yes", watch=[key]
+        )
 
 
 def test_plot_renders_every_schedule_to_png(lab: Lab, tmp_path: Path) -> None:
     key = lab.key("counter")
-    found = explore(lab, two(naive_limiter, key=key), admitted_at_most_limit(key),
-                    setup=one_slot_left(key), watch=[key])
+    found = explore(
+        lab,
+        two(naive_limiter, key=key),
+        admitted_at_most_limit(key),
+        setup=one_slot_left(key),
+        watch=[key],
+    )
     fig = found.plot(title="GET then INCR")
     assert isinstance(fig, Figure)
     assert "4 of 6 schedules break the invariant" in fig.axes[0].get_title()
@@ -172,20 +233,28 @@ def test_invariant_helpers_pin_overshoot_and_lost_updates(lab: Lab) -> None:
 
 def test_invariant_helpers_give_the_known_answer(lab: Lab) -> None:
     key = lab.key("counter")
-    found = explore(lab, two(naive_limiter, key=key),
-                    all_hold(counter_at_most(key, LIMIT), results_at_most("allowed", 1)),
-                    setup=one_slot_left(key), watch=[key])
+    found = explore(
+        lab,
+        two(naive_limiter, key=key),
+        all_hold(counter_at_most(key, LIMIT), results_at_most("allowed", 1)),
+        setup=one_slot_left(key),
+        watch=[key],
+    )
     assert (found.total, found.bad_count) == (6, 4)
 
 
 def watch_limiter(client, key: str, limit: int = 1) -> str:
     """Raw WATCH ... EXEC on one connection; a rejection leaves the WATCH open, as careless code does."""
-    with client.pipeline(transaction=False) as _:  # only to hold one connection for the raw commands
+    with client.pipeline(
+        transaction=False
+    ) as _:  # only to hold one connection for the raw commands
         conn = client.connection_pool.get_connection()
         try:
+
             def send(*args):
                 conn.send_command(*args)
                 return conn.read_response()
+
             send("WATCH", key)
             count = int(send("GET", key) or 0)
             if count >= limit:
@@ -199,28 +268,46 @@ def watch_limiter(client, key: str, limit: int = 1) -> str:
 
 def test_connection_state_does_not_leak_between_replays(lab: Lab) -> None:
     key = lab.key("counter")
-    found = explore(lab, two(watch_limiter, key=key),
-                    all_hold(counter_at_most(key, 1), results_at_most("allowed", 1)),
-                    setup=lambda c: c.set(key, 0), watch=[key])
+    found = explore(
+        lab,
+        two(watch_limiter, key=key),
+        all_hold(counter_at_most(key, 1), results_at_most("allowed", 1)),
+        setup=lambda c: c.set(key, 0),
+        watch=[key],
+    )
     # A replay right after one where A was rejected (its WATCH left open) must not abort A's EXEC.
     uninterrupted = ("AAAAABB", "BAAAAAB", "BBBBBAA", "ABBBBBA")
     by_schedule = {o.schedule: o.results for o in found.outcomes if o.schedule in uninterrupted}
-    assert by_schedule == {"AAAAABB": {"A": "allowed", "B": "rejected"}, "BAAAAAB": {"A": "allowed", "B": "rejected"},
-                           "BBBBBAA": {"A": "rejected", "B": "allowed"}, "ABBBBBA": {"A": "rejected", "B": "allowed"}}
+    assert by_schedule == {
+        "AAAAABB": {"A": "allowed", "B": "rejected"},
+        "BAAAAAB": {"A": "allowed", "B": "rejected"},
+        "BBBBBAA": {"A": "rejected", "B": "allowed"},
+        "ABBBBBA": {"A": "rejected", "B": "allowed"},
+    }
     assert found.bad_count == 0 and all("allowed" in o.results.values() for o in found.outcomes)
 
 
 def test_trace_of_an_explored_schedule_matches_run_schedule(lab: Lab) -> None:
     key = lab.key("counter")
     programs = two(naive_limiter, key=key)
-    found = explore(lab, programs, admitted_at_most_limit(key), setup=one_slot_left(key), watch=[key])
+    found = explore(
+        lab, programs, admitted_at_most_limit(key), setup=one_slot_left(key), watch=[key]
+    )
     direct = run_schedule(lab, programs, "ABBA", setup=one_slot_left(key), watch=[key])
     assert str(found.trace("ABBA")) == str(direct) and found.trace("ABBA") is found.trace("ABBA")
-    assert str(found.first_bad()) == str(run_schedule(lab, programs, "ABAB", setup=one_slot_left(key), watch=[key]))
+    assert str(found.first_bad()) == str(
+        run_schedule(lab, programs, "ABAB", setup=one_slot_left(key), watch=[key])
+    )
     with pytest.raises(KeyError, match="not one of the explored"):
         found.trace("AAAA")
-    quiet = explore(lab, programs, admitted_at_most_limit(key), setup=one_slot_left(key), watch=[key],
-                    keep_traces=False)
+    quiet = explore(
+        lab,
+        programs,
+        admitted_at_most_limit(key),
+        setup=one_slot_left(key),
+        watch=[key],
+        keep_traces=False,
+    )
     with pytest.raises(KeyError, match="keep_traces=False"):
         quiet.trace("ABAB")
 
@@ -230,14 +317,21 @@ def test_explore_releases_its_connections(lab: Lab) -> None:
     before = len(lab._clients)
     explore(lab, two(read_then_write, key=key, rounds=1), lambda c, r: True, watch=[key])
     with pytest.raises(TypeError):
-        explore(lab, {"A": partial(read_then_write, key=key, rounds=1)}, lambda c, r: None, watch=[key])
+        explore(
+            lab, {"A": partial(read_then_write, key=key, rounds=1)}, lambda c, r: None, watch=[key]
+        )
     assert len(lab._clients) == before
 
 
 def test_explorer_runs_on_a_cluster(cluster_lab: Lab) -> None:
     key = cluster_lab.ns.tagged("limiter", "counter")
-    found = explore(cluster_lab, two(naive_limiter, key=key), admitted_at_most_limit(key),
-                    setup=one_slot_left(key), watch=[key])
+    found = explore(
+        cluster_lab,
+        two(naive_limiter, key=key),
+        admitted_at_most_limit(key),
+        setup=one_slot_left(key),
+        watch=[key],
+    )
     assert (found.total, found.bad_count) == (6, 4)
 
 

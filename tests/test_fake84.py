@@ -24,16 +24,30 @@ def test_the_operand_of_a_condition_is_taken_verbatim_even_if_it_looks_like_an_o
 
 
 def test_the_last_of_repeated_same_kind_options_wins() -> None:
-    _, expiry, condition = parse_set_options((b"EX", b"1", b"EX", b"2", b"IFNE", b"a", b"IFNE", b"b"))
+    _, expiry, condition = parse_set_options(
+        (b"EX", b"1", b"EX", b"2", b"IFNE", b"a", b"IFNE", b"b")
+    )
     assert expiry == (b"ex", b"2") and condition == (b"ifne", b"b")
 
 
-@pytest.mark.parametrize("args", [
-    (b"NX", b"IFEQ", b"v"), (b"XX", b"IFDNE", b"d"), (b"IFEQ", b"v", b"IFNE", b"v"), (b"IFEQ",),
-    (b"NX", b"XX"), (b"PX", b"1", b"EXAT", b"1"), (b"KEEPTTL", b"PX", b"1"), (b"PX", b"1", b"KEEPTTL"),
-    (b"NOPE",), (b"",),
-])
-def test_conflicting_dangling_or_unknown_options_raise_syntax_error(args: tuple[bytes, ...]) -> None:
+@pytest.mark.parametrize(
+    "args",
+    [
+        (b"NX", b"IFEQ", b"v"),
+        (b"XX", b"IFDNE", b"d"),
+        (b"IFEQ", b"v", b"IFNE", b"v"),
+        (b"IFEQ",),
+        (b"NX", b"XX"),
+        (b"PX", b"1", b"EXAT", b"1"),
+        (b"KEEPTTL", b"PX", b"1"),
+        (b"PX", b"1", b"KEEPTTL"),
+        (b"NOPE",),
+        (b"",),
+    ],
+)
+def test_conflicting_dangling_or_unknown_options_raise_syntax_error(
+    args: tuple[bytes, ...],
+) -> None:
     with pytest.raises(SimpleError, match="syntax error"):
         parse_set_options(args)
 
@@ -54,8 +68,16 @@ def test_relative_expiry_adds_now_and_absolute_does_not() -> None:
     assert expiry_ms(b"pxat", b"10", now_ms=1_000) == 10
 
 
-@pytest.mark.parametrize("option,raw", [(b"ex", b"0"), (b"px", b"-1"), (b"ex", b"9223372036854776"),
-                                        (b"px", b"9223372036854775807"), (b"exat", b"9223372036854776")])
+@pytest.mark.parametrize(
+    "option,raw",
+    [
+        (b"ex", b"0"),
+        (b"px", b"-1"),
+        (b"ex", b"9223372036854776"),
+        (b"px", b"9223372036854775807"),
+        (b"exat", b"9223372036854776"),
+    ],
+)
 def test_out_of_range_expiry_is_invalid_expire_time(option: bytes, raw: bytes) -> None:
     with pytest.raises(SimpleError, match="invalid expire time in 'set' command"):
         expiry_ms(option, raw, now_ms=1_700_000_000_000)
@@ -67,6 +89,7 @@ def test_non_canonical_integer_expiry_is_not_an_integer() -> None:
 
 
 # ---- WATCH and expiry: EXEC aborts when a watched key expired after the WATCH (Redis >= 6.0.9) ----
+
 
 def _watch_then_exec(client, key: str, wait_s: float) -> object:
     """WATCH key, GET it, wait, then MULTI/INCR/EXEC; return EXEC's reply or 'aborted'."""
@@ -120,6 +143,8 @@ def test_plain_fakeredis_still_runs_exec_after_a_watched_key_expired() -> None:
     # Fails the day fakeredis aborts by itself: then the override in helpers/backend/fake84.py can go.
     import fakeredis
 
-    client = fakeredis.FakeRedis(server=fakeredis.FakeServer(version=(8, 4, 0)), decode_responses=True)
+    client = fakeredis.FakeRedis(
+        server=fakeredis.FakeServer(version=(8, 4, 0)), decode_responses=True
+    )
     client.set("watched", 5, px=50)
     assert _watch_then_exec(client, "watched", 0.15) == [1]

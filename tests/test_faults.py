@@ -22,7 +22,13 @@ import redis
 
 from helpers import connect
 from helpers.backend.lab import NoReply, ServerUnavailable
-from helpers.backend.server import RedisClusterServer, RedisServer, ServerNotFound, find_binary, free_port
+from helpers.backend.server import (
+    RedisClusterServer,
+    RedisServer,
+    ServerNotFound,
+    find_binary,
+    free_port,
+)
 
 PROMISED_S = 10.0
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,9 +61,11 @@ def test_a_frozen_server_is_a_clear_error_within_10_s(owned_server):
     busy.set(key, 1)
     try:
         with frozen(owned_server):
-            for what, call in [("a command on an open connection", lambda: busy.get(key)),
-                               ("a client's first command", lambda: idle.get(key)),
-                               ("cleanup", lab.cleanup)]:
+            for what, call in [
+                ("a command on an open connection", lambda: busy.get(key)),
+                ("a client's first command", lambda: idle.get(key)),
+                ("cleanup", lab.cleanup),
+            ]:
                 error, seconds = _timed(call)
                 assert isinstance(error, NoReply), f"{what}: {error!r}"
                 assert f"no reply from 127.0.0.1:{owned_server.port} within 5.0 s" in str(error)
@@ -133,22 +141,37 @@ def test_a_frozen_cluster_node_is_a_clear_error_within_10_s(own_cluster):
 def test_run_tests_stops_at_once_on_a_dead_redis_url():
     url = f"redis://racelab:s3cret@127.0.0.1:{free_port()}/0"
     started = time.monotonic()
-    done = subprocess.run(["scripts/run-tests.sh"], cwd=ROOT, env=dict(os.environ, REDIS_URL=url),
-                          capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        ["scripts/run-tests.sh"],
+        cwd=ROOT,
+        env=dict(os.environ, REDIS_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert time.monotonic() - started < PROMISED_S
     assert done.returncode == 1 and done.stdout == ""
     assert done.stderr.splitlines() == [
         f"run-tests: REDIS_URL={url.replace('s3cret', '***')} fails PING (3 s timeout): "
         f"ConnectionError: Error 111 connecting to {url.rsplit('@', 1)[1].rsplit('/', 1)[0]}. "
-        "Connection refused."]
+        "Connection refused."
+    ]
 
 
 def test_run_tests_stops_within_10_s_on_a_frozen_redis_url(owned_server):
     with frozen(owned_server):
         started = time.monotonic()
-        done = subprocess.run(["scripts/run-tests.sh"], cwd=ROOT,
-                              env=dict(os.environ, REDIS_URL=owned_server.url),
-                              capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            ["scripts/run-tests.sh"],
+            cwd=ROOT,
+            env=dict(os.environ, REDIS_URL=owned_server.url),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         seconds = time.monotonic() - started
     assert done.returncode == 1 and seconds < PROMISED_S
-    assert len(done.stderr.splitlines()) == 1 and "fails PING (3 s timeout): TimeoutError" in done.stderr
+    assert (
+        len(done.stderr.splitlines()) == 1
+        and "fails PING (3 s timeout): TimeoutError" in done.stderr
+    )

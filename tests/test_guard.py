@@ -6,23 +6,56 @@ from helpers import connect
 from helpers.backend.guard import UnsafeCommandError, check_command
 
 
-@pytest.mark.parametrize("args", [
-    ("FLUSHALL",), ("flushdb", "ASYNC"), ("FUNCTION", "FLUSH"), ("function", "flush", "SYNC"),
-    ("SCRIPT", "FLUSH"), ("SCRIPT FLUSH",), ("FUNCTION FLUSH", "SYNC"), ("FUNCTION DELETE", "userlib"),
-    ("SCRIPT", "KILL"), ("SHUTDOWN", "NOSAVE"), ("CONFIG", "SET", "maxmemory", "1"),
-    ("DEBUG", "SLEEP", "0"), ("SWAPDB", 0, 1), (b"FLUSHALL",), ("FUNCTION", "DELETE", "userlib"),
-    ("FUNCTION", "LOAD", "REPLACE", "#!lua name=userlib\nredis.register_function('f', function() end)"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("FLUSHALL",),
+        ("flushdb", "ASYNC"),
+        ("FUNCTION", "FLUSH"),
+        ("function", "flush", "SYNC"),
+        ("SCRIPT", "FLUSH"),
+        ("SCRIPT FLUSH",),
+        ("FUNCTION FLUSH", "SYNC"),
+        ("FUNCTION DELETE", "userlib"),
+        ("SCRIPT", "KILL"),
+        ("SHUTDOWN", "NOSAVE"),
+        ("CONFIG", "SET", "maxmemory", "1"),
+        ("DEBUG", "SLEEP", "0"),
+        ("SWAPDB", 0, 1),
+        (b"FLUSHALL",),
+        ("FUNCTION", "DELETE", "userlib"),
+        (
+            "FUNCTION",
+            "LOAD",
+            "REPLACE",
+            "#!lua name=userlib\nredis.register_function('f', function() end)",
+        ),
+    ],
+)
 def test_destructive_commands_are_refused_when_not_owned(args):
     with pytest.raises(UnsafeCommandError, match="not started by the suite"):
         check_command(args, owned=False)
 
 
-@pytest.mark.parametrize("args", [
-    ("GET", "k"), ("SET", "k", "v"), ("EVALSHA", "abc", 0), ("SCRIPT", "LOAD", "return 1"),
-    ("FUNCTION", "DELETE", "racelab_dict"), ("FUNCTION DELETE", "racelab_dict"), ("FUNCTION", "LIST"), ("CONFIG", "GET", "maxmemory"),
-    ("FUNCTION", "LOAD", "REPLACE", "#!lua name=racelab_demo\nredis.register_function('f', function() end)"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("GET", "k"),
+        ("SET", "k", "v"),
+        ("EVALSHA", "abc", 0),
+        ("SCRIPT", "LOAD", "return 1"),
+        ("FUNCTION", "DELETE", "racelab_dict"),
+        ("FUNCTION DELETE", "racelab_dict"),
+        ("FUNCTION", "LIST"),
+        ("CONFIG", "GET", "maxmemory"),
+        (
+            "FUNCTION",
+            "LOAD",
+            "REPLACE",
+            "#!lua name=racelab_demo\nredis.register_function('f', function() end)",
+        ),
+    ],
+)
 def test_ordinary_commands_pass(args):
     check_command(args, owned=False)
 
@@ -72,39 +105,71 @@ def test_owned_throwaway_server_allows_flush(owned_server):
     lab.close()
 
 
-@pytest.mark.parametrize("args", [
-    ("SELECT", 1), ("KEYS", "*"), ("CONFIG", "REWRITE"), ("ACL", "SETUSER", "bob", "on"), ("ACL DELUSER", "bob"),
-    ("MODULE", "LOAD", "/tmp/x.so"), ("SAVE",), ("BGSAVE",), ("BGREWRITEAOF",), ("FAILOVER",),
-    ("CLUSTER", "FAILOVER"), ("CLUSTER", "FORGET", "abc"), ("CLUSTER", "SETSLOT", 1, "NODE", "abc"),
-    ("SLOWLOG", "RESET"), ("LATENCY", "RESET"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("SELECT", 1),
+        ("KEYS", "*"),
+        ("CONFIG", "REWRITE"),
+        ("ACL", "SETUSER", "bob", "on"),
+        ("ACL DELUSER", "bob"),
+        ("MODULE", "LOAD", "/tmp/x.so"),
+        ("SAVE",),
+        ("BGSAVE",),
+        ("BGREWRITEAOF",),
+        ("FAILOVER",),
+        ("CLUSTER", "FAILOVER"),
+        ("CLUSTER", "FORGET", "abc"),
+        ("CLUSTER", "SETSLOT", 1, "NODE", "abc"),
+        ("SLOWLOG", "RESET"),
+        ("LATENCY", "RESET"),
+    ],
+)
 def test_server_wide_admin_commands_are_refused_when_not_owned(args):
     with pytest.raises(UnsafeCommandError, match="not started by the suite"):
         check_command(args, owned=False)
 
 
-@pytest.mark.parametrize("args", [
-    ("EVAL", "return redis.call('FLUSHALL')", 0),
-    ("EVAL", 'redis.call("flushdb", "async") return 1', 0),
-    ("EVAL_RO", "return redis.pcall( 'SwapDB', 0, 1)", 0),
-    ("EVAL", "redis.call('select', 1) return redis.call('set', KEYS[1], 'x')", 1, "k"),
-    ("EVAL", "return redis.call('MOVE', KEYS[1], 1)", 1, "k"),
-    ("SCRIPT", "LOAD", "return redis.call('flushall')"), ("SCRIPT LOAD", b"return redis.call('flushall')"),
-    ("EVAL", "return redis.call 'flushall'", 0), ("EVAL", "return redis.call [[FLUSHDB]]", 0),
-    ("EVAL", "local cmd = 'flushall' return redis['call'](cmd)", 0),
-    ("FUNCTION", "LOAD", "#!lua name=racelab_x\nredis.register_function('f', function() "
-                         "return redis.call('flushall') end)"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("EVAL", "return redis.call('FLUSHALL')", 0),
+        ("EVAL", 'redis.call("flushdb", "async") return 1', 0),
+        ("EVAL_RO", "return redis.pcall( 'SwapDB', 0, 1)", 0),
+        ("EVAL", "redis.call('select', 1) return redis.call('set', KEYS[1], 'x')", 1, "k"),
+        ("EVAL", "return redis.call('MOVE', KEYS[1], 1)", 1, "k"),
+        ("SCRIPT", "LOAD", "return redis.call('flushall')"),
+        ("SCRIPT LOAD", b"return redis.call('flushall')"),
+        ("EVAL", "return redis.call 'flushall'", 0),
+        ("EVAL", "return redis.call [[FLUSHDB]]", 0),
+        ("EVAL", "local cmd = 'flushall' return redis['call'](cmd)", 0),
+        (
+            "FUNCTION",
+            "LOAD",
+            "#!lua name=racelab_x\nredis.register_function('f', function() "
+            "return redis.call('flushall') end)",
+        ),
+    ],
+)
 def test_scripts_that_call_a_data_wiping_command_are_refused_when_not_owned(args):
     # Redis runs FLUSHALL, FLUSHDB, SWAPDB, SELECT, MOVE, MIGRATE from Lua (CONFIG SET it refuses).
     with pytest.raises(UnsafeCommandError, match="Lua script that calls"):
         check_command(args, owned=False)
 
 
-@pytest.mark.parametrize("args", [
-    ("EVAL", "-- never FLUSHALL here\nreturn redis.call('SET', KEYS[1], 'flushall-report')", 1, "k"),
-    ("EVAL", "return redis.call('moved')", 0), ("SCRIPT", "LOAD", "return redis.call('GET', KEYS[1])"),
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        (
+            "EVAL",
+            "-- never FLUSHALL here\nreturn redis.call('SET', KEYS[1], 'flushall-report')",
+            1,
+            "k",
+        ),
+        ("EVAL", "return redis.call('moved')", 0),
+        ("SCRIPT", "LOAD", "return redis.call('GET', KEYS[1])"),
+    ],
+)
 def test_scripts_that_only_mention_such_words_pass(args):
     check_command(args, owned=False)
 
@@ -139,22 +204,46 @@ def test_guard_covers_transaction_helper_raw_command_and_pipeline_script_loading
 
 # --- issue 16: names normalised, more commands, every way a client sends -------------------------
 
-@pytest.mark.parametrize("args", [
-    (memoryview(b"FLUSHALL"),), ("SCRIPT", memoryview(b"FLUSH")), (memoryview(b"CONFIG"), "SET", "maxmemory", "1"),
-    (bytearray(b"flushdb"),), ("fLuShAlL",), (b"script flush",), (memoryview(b"function flush"),),
-    ("Function", bytearray(b"Restore"), b"x"), (" FLUSHALL ",), ("CONFIG\tSET", "a", "b"),
-    ("COPY", "k1", "k2", "DB", 3, "REPLACE"), ("copy", "k1", "k2", b"db", 0), ("MIGRATE", "h", 6379, "k", 0, 5000),
-    ("reset",), ("MONITOR",), ("CLIENT", "UNBLOCK", 7), ("SCRIPT", "DEBUG", "YES"),
-], ids=repr)
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        (memoryview(b"FLUSHALL"),),
+        ("SCRIPT", memoryview(b"FLUSH")),
+        (memoryview(b"CONFIG"), "SET", "maxmemory", "1"),
+        (bytearray(b"flushdb"),),
+        ("fLuShAlL",),
+        (b"script flush",),
+        (memoryview(b"function flush"),),
+        ("Function", bytearray(b"Restore"), b"x"),
+        (" FLUSHALL ",),
+        ("CONFIG\tSET", "a", "b"),
+        ("COPY", "k1", "k2", "DB", 3, "REPLACE"),
+        ("copy", "k1", "k2", b"db", 0),
+        ("MIGRATE", "h", 6379, "k", 0, 5000),
+        ("reset",),
+        ("MONITOR",),
+        ("CLIENT", "UNBLOCK", 7),
+        ("SCRIPT", "DEBUG", "YES"),
+    ],
+    ids=repr,
+)
 def test_command_names_are_normalised_before_the_check(args):
     with pytest.raises(UnsafeCommandError, match="not started by the suite"):
         check_command(args, owned=False)
 
 
-@pytest.mark.parametrize("args", [
-    ("COPY", "k1", "k2"), ("COPY", "k1", "k2", "REPLACE"), ("SET", "db", "DB"), (memoryview(b"GET"), "k"),
-    ("HSET", "migrate", "reset", "flushall"),
-], ids=repr)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("COPY", "k1", "k2"),
+        ("COPY", "k1", "k2", "REPLACE"),
+        ("SET", "db", "DB"),
+        (memoryview(b"GET"), "k"),
+        ("HSET", "migrate", "reset", "flushall"),
+    ],
+    ids=repr,
+)
 def test_arguments_that_only_look_like_refused_names_pass(args):
     check_command(args, owned=False)
 
@@ -162,9 +251,19 @@ def test_arguments_that_only_look_like_refused_names_pass(args):
 def test_hand_packed_commands_are_read_as_resp_arrays():
     from helpers.backend.guard import packed_commands
 
-    assert packed_commands(b"*1\r\n$8\r\nFLUSHALL\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n") == [[b"FLUSHALL"], [b"GET", b"k"]]
-    assert packed_commands([b"*2\r\n$3\r\nGET\r\n$2\r\nk", memoryview(b"1\r\n")]) == [[b"GET", b"k1"]]
-    for unreadable in (b"FLUSHALL\r\n", b"*1\r\n$8\r\nFLUSH", b"*1\r\n:1\r\n", b"*1\r\n$3\r\nGETX\r\n"):
+    assert packed_commands(b"*1\r\n$8\r\nFLUSHALL\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n") == [
+        [b"FLUSHALL"],
+        [b"GET", b"k"],
+    ]
+    assert packed_commands([b"*2\r\n$3\r\nGET\r\n$2\r\nk", memoryview(b"1\r\n")]) == [
+        [b"GET", b"k1"]
+    ]
+    for unreadable in (
+        b"FLUSHALL\r\n",
+        b"*1\r\n$8\r\nFLUSH",
+        b"*1\r\n:1\r\n",
+        b"*1\r\n$3\r\nGETX\r\n",
+    ):
         with pytest.raises(ValueError):
             packed_commands(unreadable)
 
@@ -214,7 +313,9 @@ def test_the_guard_stays_off_on_an_owned_server(owned_server):
     lab = connect("guard", url=owned_server.url)
     assert lab.owns_server
     conn = lab.client().connection_pool.get_connection()
-    conn.send_command("CONFIG", "SET", "maxmemory-policy", "noeviction")  # no guard in the connection
+    conn.send_command(
+        "CONFIG", "SET", "maxmemory-policy", "noeviction"
+    )  # no guard in the connection
     assert conn.read_response() in (b"OK", "OK")
     lab.close()
 
@@ -232,7 +333,11 @@ def test_every_refused_name_is_refused_in_every_spelling():
     from helpers.backend.guard import _WHOLE_SERVER
 
     for name in _WHOLE_SERVER:
-        for args in (tuple(name.lower().split()), (name.title(),), tuple(w.encode() for w in name.split()),
-                     (memoryview(name.encode()),)):
+        for args in (
+            tuple(name.lower().split()),
+            (name.title(),),
+            tuple(w.encode() for w in name.split()),
+            (memoryview(name.encode()),),
+        ):
             with pytest.raises(UnsafeCommandError):
                 check_command(args + ("x",), owned=False)

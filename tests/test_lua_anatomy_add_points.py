@@ -60,9 +60,20 @@ def test_wrong_number_of_keys_or_arguments_is_refused(lab: Lab) -> None:
     assert lab.ns.keys(c) == []
 
 
-@pytest.mark.parametrize("stored", ["9999999999999999999", "9223372036854775807", "-9223372036854775808",
-                                    "9007199254740992", "-9007199254740992", "99999999999999999"])
-def test_a_score_outside_53_bit_integers_is_refused_and_left_unchanged(lab: Lab, stored: str) -> None:
+@pytest.mark.parametrize(
+    "stored",
+    [
+        "9999999999999999999",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "9007199254740992",
+        "-9007199254740992",
+        "99999999999999999",
+    ],
+)
+def test_a_score_outside_53_bit_integers_is_refused_and_left_unchanged(
+    lab: Lab, stored: str
+) -> None:
     # Regression: "9999999999999999999" (19 digits, past 2^63-1) reached INCRBY and got the
     # undocumented "value is not an integer or out of range".
     c, key = lab.client(), lab.key("score")
@@ -73,8 +84,9 @@ def test_a_score_outside_53_bit_integers_is_refused_and_left_unchanged(lab: Lab,
 
 
 @pytest.mark.parametrize("stored, points", [("9007199254740991", 1), ("9007199254740000", 1000)])
-def test_a_new_score_past_2_53_is_refused_because_the_reply_would_be_inexact(lab: Lab, stored: str,
-                                                                             points: int) -> None:
+def test_a_new_score_past_2_53_is_refused_because_the_reply_would_be_inexact(
+    lab: Lab, stored: str, points: int
+) -> None:
     # Regression: 9223372036854775800 + 7 was written as 9223372036854775807 but the script
     # replied -9223372036854775808 on Redis (+9223372036854775808 on the embedded backend).
     c, key = lab.client(), lab.key("score")
@@ -84,8 +96,12 @@ def test_a_new_score_past_2_53_is_refused_because_the_reply_would_be_inexact(lab
     assert c.get(key) == stored
 
 
-@pytest.mark.parametrize("stored, points", [("9007199254739991", 1000), ("-9007199254740991", 1000)])
-def test_the_reply_is_exact_at_the_edges_of_53_bit_integers(lab: Lab, stored: str, points: int) -> None:
+@pytest.mark.parametrize(
+    "stored, points", [("9007199254739991", 1000), ("-9007199254740991", 1000)]
+)
+def test_the_reply_is_exact_at_the_edges_of_53_bit_integers(
+    lab: Lab, stored: str, points: int
+) -> None:
     c, key = lab.client(), lab.key("score")
     c.set(key, stored)
     new = int(stored) + points
@@ -97,6 +113,12 @@ def test_the_header_lists_every_error_code() -> None:
     from helpers.backend.scripts import script_header
 
     header = script_header("anatomy_add_points")
-    for code in ("invalid-arguments", "invalid-points", "invalid-score", "score-overflow", "WRONGTYPE"):
+    for code in (
+        "invalid-arguments",
+        "invalid-points",
+        "invalid-score",
+        "score-overflow",
+        "WRONGTYPE",
+    ):
         assert code in header
     assert "would overflow" not in header

@@ -44,6 +44,9 @@ def test_script_load_returns_the_sha1_of_the_exact_text(lab: Lab) -> None:
 def test_a_spliced_value_makes_a_different_script_that_still_records(lab: Lab) -> None:
     c, key = lab.client(), lab.key("score")
     spliced = lua_source(STEM).replace("ARGV[1]", '"17"')
-    assert hashlib.sha1(spliced.encode()).hexdigest() != hashlib.sha1(lua_source(STEM).encode()).hexdigest()
+    assert (
+        hashlib.sha1(spliced.encode()).hexdigest()
+        != hashlib.sha1(lua_source(STEM).encode()).hexdigest()
+    )
     assert c.eval(spliced, 1, key) == "OK"
     assert c.get(key) == "17"

@@ -36,7 +36,9 @@ def test_hit_adds_and_peek_reads_through_fcall_ro(lab: Lab, client: redis.Redis)
     assert client.fcall_ro("racelab_demo_peek", 1, key) == 1005
 
 
-def test_fcall_ro_refuses_the_writing_function_and_nothing_is_written(lab: Lab, client: redis.Redis) -> None:
+def test_fcall_ro_refuses_the_writing_function_and_nothing_is_written(
+    lab: Lab, client: redis.Redis
+) -> None:
     key = lab.key("hits")
     with pytest.raises(redis.ResponseError, match="write flag"):
         client.fcall_ro("racelab_demo_hit", 1, key, 5)
@@ -46,12 +48,16 @@ def test_fcall_ro_refuses_the_writing_function_and_nothing_is_written(lab: Lab, 
 def test_only_peek_carries_the_no_writes_flag(client: redis.Redis) -> None:
     [library] = client.function_list(library="racelab_demo")
     functions = dict(zip(library[::2], library[1::2]))["functions"]
-    flags = {dict(zip(f[::2], f[1::2]))["name"]: dict(zip(f[::2], f[1::2]))["flags"] for f in functions}
+    flags = {
+        dict(zip(f[::2], f[1::2]))["name"]: dict(zip(f[::2], f[1::2]))["flags"] for f in functions
+    }
     assert flags == {"racelab_demo_hit": [], "racelab_demo_peek": ["no-writes"]}
 
 
 @pytest.mark.parametrize("amount", ["0", "1001", "abc", "1e3", "-1", ""])
-def test_bad_amounts_are_refused_and_nothing_is_written(lab: Lab, client: redis.Redis, amount: str) -> None:
+def test_bad_amounts_are_refused_and_nothing_is_written(
+    lab: Lab, client: redis.Redis, amount: str
+) -> None:
     key = lab.key("hits")
     with pytest.raises(redis.ResponseError, match="racelab_demo_hit: invalid-arguments: "):
         client.fcall("racelab_demo_hit", 1, key, amount)
@@ -76,9 +82,12 @@ def test_a_hash_counter_raises_wrongtype(lab: Lab, client: redis.Redis) -> None:
 
 
 @pytest.mark.parametrize("function", ["racelab_demo_hit", "racelab_demo_peek"])
-@pytest.mark.parametrize("stored", ["9999999999999999", "9007199254740993", "-9007199254740992", "12345678901234567"])
-def test_a_counter_outside_53_bit_integers_is_an_error(lab: Lab, client: redis.Redis, function: str,
-                                                       stored: str) -> None:
+@pytest.mark.parametrize(
+    "stored", ["9999999999999999", "9007199254740993", "-9007199254740992", "12345678901234567"]
+)
+def test_a_counter_outside_53_bit_integers_is_an_error(
+    lab: Lab, client: redis.Redis, function: str, stored: str
+) -> None:
     # Regression: peek of "9999999999999999" replied 10000000000000000 (a Lua number rounds it).
     key = lab.key("hits")
     client.set(key, stored)

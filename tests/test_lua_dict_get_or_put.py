@@ -24,14 +24,26 @@ def _state(client: Any, keys: DictKeys) -> list[Any]:
 def test_header_lists_keys_argv_and_every_error() -> None:
     header = script_header("dict_get_or_put")
     assert header.startswith("dict_get_or_put.lua:")
-    for needle in ("KEYS[1]", "KEYS[2]", "KEYS[3]", "ARGV[1]", "Returns:", "invalid-arguments",
-                   "invalid-counter", "inconsistent-dictionary", "WRONGTYPE"):
+    for needle in (
+        "KEYS[1]",
+        "KEYS[2]",
+        "KEYS[3]",
+        "ARGV[1]",
+        "Returns:",
+        "invalid-arguments",
+        "invalid-counter",
+        "inconsistent-dictionary",
+        "WRONGTYPE",
+    ):
         assert needle in header
 
 
 def test_first_strings_get_dense_ids_and_repeats_get_the_same_id(lab: Lab) -> None:
     client, script, keys = _setup(lab)
-    ids = [script(keys=keys.all(), args=[t]) for t in [b"price", b"volume", b"price", b"sector", b"volume"]]
+    ids = [
+        script(keys=keys.all(), args=[t])
+        for t in [b"price", b"volume", b"price", b"sector", b"volume"]
+    ]
     assert ids == [1, 2, 1, 3, 2]
     assert all(type(i) is int for i in ids)
     assert client.hgetall(keys.ids) == {b"1": b"price", b"2": b"volume", b"3": b"sector"}
@@ -52,7 +64,16 @@ def test_empty_string_is_a_string_like_any_other(lab: Lab) -> None:
 
 def test_binary_strings_are_stored_byte_for_byte(lab: Lab) -> None:
     client, script, keys = _setup(lab)
-    samples = [b"\x00", b"\x00\x00", b"\xff\xfe\x00tail", b"caf\xc3\xa9", b"caf\xe9", b"{dict:d}", b"1", b"last_id"]
+    samples = [
+        b"\x00",
+        b"\x00\x00",
+        b"\xff\xfe\x00tail",
+        b"caf\xc3\xa9",
+        b"caf\xe9",
+        b"{dict:d}",
+        b"1",
+        b"last_id",
+    ]
     ids = [script(keys=keys.all(), args=[s]) for s in samples]
     assert ids == list(range(1, len(samples) + 1))
     assert [script(keys=keys.all(), args=[s]) for s in samples] == ids
@@ -78,20 +99,29 @@ def test_wrong_type_key_is_refused_and_nothing_is_written(lab: Lab, which: int) 
     client.unlink(keys.all()[which])
     client.rpush(keys.all()[which], b"foreign")
     before = _state(client, keys)
-    with pytest.raises(redis.ResponseError, match=rf"^WRONGTYPE dict_get_or_put: KEYS\[{which + 1}\] holds a list, not a hash$"):
+    with pytest.raises(
+        redis.ResponseError,
+        match=rf"^WRONGTYPE dict_get_or_put: KEYS\[{which + 1}\] holds a list, not a hash$",
+    ):
         script(keys=keys.all(), args=[b"new"])
     assert _state(client, keys) == before
 
 
-@pytest.mark.parametrize("keys_args", [
-    ("ids,index", [b"x"]),
-    ("ids,index,meta", []),
-    ("ids,index,meta", [b"x", b"y"]),
-    ("ids,ids,meta", [b"x"]),
-    ("untagged", [b"x"]),
-    ("other-tag", [b"x"]),
-], ids=["two-keys", "no-string", "two-strings", "repeated-key", "no-hash-tag", "different-tags"])
-def test_invalid_arguments_are_refused_and_nothing_is_written(lab: Lab, keys_args: tuple[str, list[bytes]]) -> None:
+@pytest.mark.parametrize(
+    "keys_args",
+    [
+        ("ids,index", [b"x"]),
+        ("ids,index,meta", []),
+        ("ids,index,meta", [b"x", b"y"]),
+        ("ids,ids,meta", [b"x"]),
+        ("untagged", [b"x"]),
+        ("other-tag", [b"x"]),
+    ],
+    ids=["two-keys", "no-string", "two-strings", "repeated-key", "no-hash-tag", "different-tags"],
+)
+def test_invalid_arguments_are_refused_and_nothing_is_written(
+    lab: Lab, keys_args: tuple[str, list[bytes]]
+) -> None:
     client, script, keys = _setup(lab)
     spec, args = keys_args
     if spec == "untagged":
@@ -105,7 +135,9 @@ def test_invalid_arguments_are_refused_and_nothing_is_written(lab: Lab, keys_arg
     assert lab.ns.keys(client) == []
 
 
-@pytest.mark.parametrize("counter", [b"abc", b"-1", b"01", b"1.5", b" 1", b"9007199254740991", b"99999999999999999"])
+@pytest.mark.parametrize(
+    "counter", [b"abc", b"-1", b"01", b"1.5", b" 1", b"9007199254740991", b"99999999999999999"]
+)
 def test_corrupt_counter_is_refused_and_nothing_is_written(lab: Lab, counter: bytes) -> None:
     client, script, keys = _setup(lab)
     client.hset(keys.meta, "last_id", counter)
@@ -132,13 +164,17 @@ def _words(size: int) -> list[str]:
     return [f"column_{i:04d}" for i in range(size)]
 
 
-def _register_concurrently(lab: Lab, keys: DictKeys, workers: int, words: list[str]) -> list[tuple[str, int]]:
+def _register_concurrently(
+    lab: Lab, keys: DictKeys, workers: int, words: list[str]
+) -> list[tuple[str, int]]:
     script = lua("dict_get_or_put")
 
     def register_all(client: Any, order: list[str]) -> list[tuple[str, int]]:
         return [(w, int(script(keys=keys.all(), args=[w], client=client))) for w in order]
 
-    orders = [[words[n % 3:] + words[:n % 3]] for n in range(workers)]  # one call per worker, 3 orders
+    orders = [
+        [words[n % 3 :] + words[: n % 3]] for n in range(workers)
+    ]  # one call per worker, 3 orders
     result = run_clients(lab, register_all, inputs=orders)
     return [pair for _client, _iteration, pairs in result.outcomes for pair in pairs]
 
@@ -157,7 +193,12 @@ def test_works_on_a_cluster_because_the_keys_share_a_slot(cluster_lab: Lab) -> N
     client = cluster_lab.client(decode_responses=False)
     assert len({client.keyslot(k) for k in keys.all()}) == 1
     script = load_script(client, "dict_get_or_put")
-    assert [script(keys=keys.all(), args=[t]) for t in [b"a", b"", b"\x00\xff", b"a"]] == [1, 2, 3, 1]
+    assert [script(keys=keys.all(), args=[t]) for t in [b"a", b"", b"\x00\xff", b"a"]] == [
+        1,
+        2,
+        3,
+        1,
+    ]
     answers = _register_concurrently(cluster_lab, keys, workers=16, words=_words(12))
     assert check_dictionary(client, keys, answers) == []
     assert client.hlen(keys.ids) == 15

@@ -8,8 +8,8 @@ import pytest
 import redis
 
 from helpers import Lab
-from races.dictionary import DictKeys, check_dictionary, dict_keys
 from helpers.backend.scripts import load_script, script_header
+from races.dictionary import DictKeys, check_dictionary, dict_keys
 
 
 def _setup(lab: Lab) -> tuple[Any, Any, DictKeys]:
@@ -20,8 +20,16 @@ def _setup(lab: Lab) -> tuple[Any, Any, DictKeys]:
 def test_header_documents_the_contract() -> None:
     header = script_header("dict_get_or_put_batch")
     assert header.startswith("dict_get_or_put_batch.lua:")
-    for needle in ("KEYS[1]", "KEYS[3]", "ARGV[1..n]", "Returns:", "invalid-arguments", "invalid-counter",
-                   "inconsistent-dictionary", "WRONGTYPE"):
+    for needle in (
+        "KEYS[1]",
+        "KEYS[3]",
+        "ARGV[1..n]",
+        "Returns:",
+        "invalid-arguments",
+        "invalid-counter",
+        "inconsistent-dictionary",
+        "WRONGTYPE",
+    ):
         assert needle in header
 
 
@@ -31,7 +39,13 @@ def test_batch_returns_ids_in_order_new_strings_numbered_in_argv_order(lab: Lab)
     ids = batch(keys=keys.all(), args=[b"c", b"a", b"", b"c", b"\x00\xff", b""])
     assert ids == [3, 2, 4, 3, 5, 4]
     assert all(type(i) is int for i in ids)
-    assert client.hgetall(keys.ids) == {b"1": b"b", b"2": b"a", b"3": b"c", b"4": b"", b"5": b"\x00\xff"}
+    assert client.hgetall(keys.ids) == {
+        b"1": b"b",
+        b"2": b"a",
+        b"3": b"c",
+        b"4": b"",
+        b"5": b"\x00\xff",
+    }
     assert check_dictionary(client, keys) == []
 
 
@@ -55,7 +69,10 @@ def test_empty_or_oversized_batch_is_refused(lab: Lab, count: int) -> None:
 def test_wrong_type_key_is_refused_and_nothing_is_written(lab: Lab) -> None:
     client, batch, keys = _setup(lab)
     client.set(keys.index, b"foreign")
-    with pytest.raises(redis.ResponseError, match=r"^WRONGTYPE dict_get_or_put_batch: KEYS\[2\] holds a string, not a hash$"):
+    with pytest.raises(
+        redis.ResponseError,
+        match=r"^WRONGTYPE dict_get_or_put_batch: KEYS\[2\] holds a string, not a hash$",
+    ):
         batch(keys=keys.all(), args=[b"a", b"b"])
     assert lab.ns.keys(client) == [keys.index.encode()]
 
@@ -65,7 +82,9 @@ def test_inconsistency_found_late_in_the_batch_writes_nothing(lab: Lab) -> None:
     batch(keys=keys.all(), args=[b"a", b"b"])
     client.hset(keys.index, b"b", 1)  # corrupt: b's index entry points at a's id
     before = [client.dump(k) for k in keys.all()]
-    with pytest.raises(redis.ResponseError, match="dict_get_or_put_batch: inconsistent-dictionary: "):
+    with pytest.raises(
+        redis.ResponseError, match="dict_get_or_put_batch: inconsistent-dictionary: "
+    ):
         batch(keys=keys.all(), args=[b"new1", b"new2", b"b"])
     assert [client.dump(k) for k in keys.all()] == before
 
@@ -83,13 +102,17 @@ def test_64_clients_sending_overlapping_batches_keep_a_bijection_with_dense_ids(
         batch = random.Random(seed).choices(words, k=25)  # repeats too
         return list(zip(batch, script(keys=keys.all(), args=batch, client=client)))
 
-    run = run_clients(lab, client_fn, inputs=[[c * 100 + i for i in range(3)] for c in range(64)])  # 64 x 3
+    run = run_clients(
+        lab, client_fn, inputs=[[c * 100 + i for i in range(3)] for c in range(64)]
+    )  # 64 x 3
     answers = [pair for _, _, pairs in run.outcomes for pair in pairs]
     assert check_dictionary(lab.client(), keys, answers) == []
     assert lab.client().hlen(keys.ids) == len({text for text, _ in answers})
 
 
-def test_an_id_the_batch_would_assign_already_taken_is_refused_and_nothing_is_written(lab: Lab) -> None:
+def test_an_id_the_batch_would_assign_already_taken_is_refused_and_nothing_is_written(
+    lab: Lab,
+) -> None:
     # Regression: with ids {3: x}, index {x: 3}, last_id 1, a batch of two new strings wrote
     # ids 2 and 3, overwriting "x".
     client, script, keys = _setup(lab)
@@ -97,6 +120,8 @@ def test_an_id_the_batch_would_assign_already_taken_is_refused_and_nothing_is_wr
     client.hset(keys.index, b"x", 3)
     client.hset(keys.meta, "last_id", 1)
     before = [client.dump(k) for k in keys.all()]
-    with pytest.raises(redis.ResponseError, match="dict_get_or_put_batch: inconsistent-dictionary: "):
+    with pytest.raises(
+        redis.ResponseError, match="dict_get_or_put_batch: inconsistent-dictionary: "
+    ):
         script(keys=keys.all(), args=[b"y", b"z"], client=client)
     assert [client.dump(k) for k in keys.all()] == before

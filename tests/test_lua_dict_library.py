@@ -10,7 +10,13 @@ import redis
 
 from helpers import Lab, run_clients
 from helpers.backend import embedded
-from helpers.backend.scripts import delete_library, library_name, load_library, lua_source, script_header
+from helpers.backend.scripts import (
+    delete_library,
+    library_name,
+    load_library,
+    lua_source,
+    script_header,
+)
 from races.dictionary import FUNCTION, DictKeys, check_dictionary, dict_keys
 
 LIB = "dict_library"
@@ -49,8 +55,17 @@ def test_file_declares_library_racelab_dict_and_documents_its_contract() -> None
     assert library_name(LIB) == "racelab_dict"
     header = script_header(LIB)
     assert header.startswith("dict_library.lua:")
-    for needle in ("FCALL racelab_dict_get_or_put", "KEYS[1]", "KEYS[3]", "ARGV[1]", "Returns:",
-                   "invalid-arguments", "invalid-counter", "inconsistent-dictionary", "WRONGTYPE"):
+    for needle in (
+        "FCALL racelab_dict_get_or_put",
+        "KEYS[1]",
+        "KEYS[3]",
+        "ARGV[1]",
+        "Returns:",
+        "invalid-arguments",
+        "invalid-counter",
+        "inconsistent-dictionary",
+        "WRONGTYPE",
+    ):
         assert needle in header
 
 
@@ -73,13 +88,18 @@ def test_very_long_strings_round_trip(lab: Lab, loaded: Any) -> None:
 
 
 @pytest.mark.parametrize("which", [0, 1, 2])
-def test_wrong_type_key_is_refused_and_nothing_is_written(lab: Lab, loaded: Any, which: int) -> None:
+def test_wrong_type_key_is_refused_and_nothing_is_written(
+    lab: Lab, loaded: Any, which: int
+) -> None:
     keys = dict_keys(lab.ns, "d")
     _call(loaded, keys.all(), b"existing")
     loaded.unlink(keys.all()[which])
     loaded.set(keys.all()[which], b"foreign")
     before = _state(loaded, keys)
-    with pytest.raises(redis.ResponseError, match=rf"^WRONGTYPE racelab_dict_get_or_put: KEYS\[{which + 1}\] holds a string, not a hash$"):
+    with pytest.raises(
+        redis.ResponseError,
+        match=rf"^WRONGTYPE racelab_dict_get_or_put: KEYS\[{which + 1}\] holds a string, not a hash$",
+    ):
         _call(loaded, keys.all(), b"new")
     assert _state(loaded, keys) == before
 
@@ -148,13 +168,17 @@ def test_fcall_works_on_a_cluster(cluster_lab: Lab) -> None:
         delete_library(client, LIB)
 
 
-def test_a_next_id_already_taken_in_ids_is_refused_instead_of_overwritten(lab: Lab, loaded: Any) -> None:
+def test_a_next_id_already_taken_in_ids_is_refused_instead_of_overwritten(
+    lab: Lab, loaded: Any
+) -> None:
     # Regression: the HLEN check passed and the function overwrote ids[2], which held "x".
     keys = dict_keys(lab.ns, "taken")
     loaded.hset(keys.ids, 2, b"x")
     loaded.hset(keys.index, b"x", 2)
     loaded.hset(keys.meta, "last_id", 1)
     before = _state(loaded, keys)
-    with pytest.raises(redis.ResponseError, match="racelab_dict_get_or_put: inconsistent-dictionary: "):
+    with pytest.raises(
+        redis.ResponseError, match="racelab_dict_get_or_put: inconsistent-dictionary: "
+    ):
         _call(loaded, keys.all(), b"y")
     assert _state(loaded, keys) == before

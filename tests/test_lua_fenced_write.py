@@ -21,7 +21,17 @@ def keys_of(lab: Lab) -> list[str]:
 def test_header_lists_keys_argv_and_every_status() -> None:
     header = script_header(STEM)
     assert header.startswith(f"{STEM}.lua: ")
-    for needle in ("KEYS[1]", "KEYS[2]", "ARGV[1]", "ARGV[2]", "Returns:", "  1  ", "  0  ", f"ERR {STEM}", "WRONGTYPE"):
+    for needle in (
+        "KEYS[1]",
+        "KEYS[2]",
+        "ARGV[1]",
+        "ARGV[2]",
+        "Returns:",
+        "  1  ",
+        "  0  ",
+        f"ERR {STEM}",
+        "WRONGTYPE",
+    ):
         assert needle in header
 
 
@@ -65,7 +75,10 @@ def test_wrong_type_resource_is_an_error_and_nothing_changes(lab: Lab) -> None:
     c = lab.client()
     resource, fence = keys_of(lab)
     c.rpush(resource, "x")
-    with pytest.raises(redis.ResponseError, match=f"^WRONGTYPE {STEM}: the resource key holds a list, not a string$"):
+    with pytest.raises(
+        redis.ResponseError,
+        match=f"^WRONGTYPE {STEM}: the resource key holds a list, not a string$",
+    ):
         lab.script(STEM, c)(keys=[resource, fence], args=[1, "v"])
     assert c.lrange(resource, 0, -1) == ["x"]
     assert c.exists(fence) == 0
@@ -76,7 +89,10 @@ def test_corrupt_fence_is_an_error_and_nothing_changes(lab: Lab, stored: str) ->
     c = lab.client()
     resource, fence = keys_of(lab)
     c.set(fence, stored)
-    with pytest.raises(redis.ResponseError, match=f"^WRONGTYPE {STEM}: the fence key does not hold a fencing token$"):
+    with pytest.raises(
+        redis.ResponseError,
+        match=f"^WRONGTYPE {STEM}: the fence key does not hold a fencing token$",
+    ):
         lab.script(STEM, c)(keys=[resource, fence], args=[5, "v"])
     assert c.exists(resource) == 0
     assert c.get(fence) == stored
@@ -86,7 +102,9 @@ def test_wrong_type_fence_is_an_error(lab: Lab) -> None:
     c = lab.client()
     resource, fence = keys_of(lab)
     c.hset(fence, "n", 1)
-    with pytest.raises(redis.ResponseError, match=f"^WRONGTYPE {STEM}: the fence key holds a non-string value$"):
+    with pytest.raises(
+        redis.ResponseError, match=f"^WRONGTYPE {STEM}: the fence key holds a non-string value$"
+    ):
         lab.script(STEM, c)(keys=[resource, fence], args=[5, "v"])
     assert c.exists(resource) == 0
 
@@ -95,17 +113,23 @@ def test_wrong_type_fence_is_an_error(lab: Lab) -> None:
 def test_bad_token_is_an_error_and_nothing_changes(lab: Lab, token: str) -> None:
     c = lab.client()
     resource, fence = keys_of(lab)
-    with pytest.raises(redis.ResponseError, match=f"{STEM}: invalid-arguments: the fencing token must be"):
+    with pytest.raises(
+        redis.ResponseError, match=f"{STEM}: invalid-arguments: the fencing token must be"
+    ):
         lab.script(STEM, c)(keys=[resource, fence], args=[token, "v"])
     assert c.exists(resource, fence) == 0
 
 
-@pytest.mark.parametrize("n_keys, args", [
-    (1, [1, "v"]),
-    (3, [1, "v"]),
-    (2, [1]),
-    (2, [1, "v", "extra"]),
-], ids=["one-key", "three-keys", "no-value", "extra-arg"])
+@pytest.mark.parametrize(
+    "n_keys, args",
+    [
+        (1, [1, "v"]),
+        (3, [1, "v"]),
+        (2, [1]),
+        (2, [1, "v", "extra"]),
+    ],
+    ids=["one-key", "three-keys", "no-value", "extra-arg"],
+)
 def test_bad_arity_is_an_error_and_nothing_changes(lab: Lab, n_keys: int, args: list) -> None:
     c = lab.client()
     keys = [lab.ns.tagged("job", f"k{i}") for i in range(n_keys)]
@@ -123,10 +147,19 @@ def test_runs_on_a_cluster_when_both_keys_share_a_hash_tag(cluster_lab: Lab) -> 
     assert c.get(resource) == "new"
 
 
-@pytest.mark.parametrize("names", [("same", "same"), ("plain-resource", "plain-fence"), ("{a}resource", "{b}fence"),
-                                   ("{}resource", "{}fence")],
-                         ids=["duplicate-key", "no-hash-tag", "different-tags", "empty-tags"])
-def test_keys_that_are_equal_or_do_not_share_a_hash_tag_are_an_error_and_nothing_changes(lab: Lab, names) -> None:
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("same", "same"),
+        ("plain-resource", "plain-fence"),
+        ("{a}resource", "{b}fence"),
+        ("{}resource", "{}fence"),
+    ],
+    ids=["duplicate-key", "no-hash-tag", "different-tags", "empty-tags"],
+)
+def test_keys_that_are_equal_or_do_not_share_a_hash_tag_are_an_error_and_nothing_changes(
+    lab: Lab, names
+) -> None:
     # Regression: with KEYS[1] == KEYS[2] the script returned 1 and the "resource" ended up
     # holding the fencing token instead of the value.
     c = lab.client()
@@ -145,9 +178,13 @@ def test_concurrent_writers_never_let_an_older_token_overwrite_a_newer_one(lab: 
     write = lua(STEM)
 
     def writer(client, token: int) -> tuple[int, bool]:
-        return token, write(keys=[resource, fence], args=[token, f"from {token}"], client=client) == 1
+        return token, write(
+            keys=[resource, fence], args=[token, f"from {token}"], client=client
+        ) == 1
 
-    run = run_clients(lab, writer, inputs=[tokens[i * 4:(i + 1) * 4] for i in range(64)])  # 64 clients x 4
+    run = run_clients(
+        lab, writer, inputs=[tokens[i * 4 : (i + 1) * 4] for i in range(64)]
+    )  # 64 clients x 4
     accepted = [token for op_client, _, (token, ok) in sorted(run.outcomes) if ok]
     c = lab.client()
     assert max(tokens) in accepted

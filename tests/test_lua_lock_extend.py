@@ -16,7 +16,16 @@ STEM = "lock_extend"
 def test_header_lists_keys_argv_and_every_status() -> None:
     header = script_header(STEM)
     assert header.startswith(f"{STEM}.lua: ")
-    for needle in ("KEYS[1]", "ARGV[1]", "ARGV[2]", "Returns:", "  1  ", "  0  ", f"ERR {STEM}", "WRONGTYPE"):
+    for needle in (
+        "KEYS[1]",
+        "ARGV[1]",
+        "ARGV[2]",
+        "Returns:",
+        "  1  ",
+        "  0  ",
+        f"ERR {STEM}",
+        "WRONGTYPE",
+    ):
         assert needle in header
 
 
@@ -60,13 +69,17 @@ def test_foreign_token_returns_0_and_leaves_the_owners_ttl(lab: Lab) -> None:
 def test_wrong_type_key_is_an_error_and_is_unchanged(lab: Lab) -> None:
     c, key = lab.client(), lab.key("lock")
     c.sadd(key, TOKEN)
-    with pytest.raises(redis.ResponseError, match=f"^WRONGTYPE {STEM}: the lock key holds a non-string value$"):
+    with pytest.raises(
+        redis.ResponseError, match=f"^WRONGTYPE {STEM}: the lock key holds a non-string value$"
+    ):
         lab.script(STEM, c)(keys=[key], args=[TOKEN, 60_000])
     assert c.smembers(key) == {TOKEN}
     assert c.pttl(key) == -1
 
 
-@pytest.mark.parametrize("ttl", ["0", "-5", "1.5", "1e3", " 100", "100 ", "0100", "abc", "", "1" * 13])
+@pytest.mark.parametrize(
+    "ttl", ["0", "-5", "1.5", "1e3", " 100", "100 ", "0100", "abc", "", "1" * 13]
+)
 def test_bad_ttl_is_an_error_and_changes_nothing(lab: Lab, ttl: str) -> None:
     c, key = lab.client(), lab.key("lock")
     c.set(key, TOKEN, px=30_000)
@@ -75,14 +88,20 @@ def test_bad_ttl_is_an_error_and_changes_nothing(lab: Lab, ttl: str) -> None:
     assert 0 < c.pttl(key) <= 30_000
 
 
-@pytest.mark.parametrize("keys, args", [
-    ([], [TOKEN, 1000]),
-    (["lock", "other"], [TOKEN, 1000]),
-    (["lock"], [TOKEN]),
-    (["lock"], [TOKEN, 1000, "extra"]),
-    (["lock"], ["", 1000]),
-], ids=["no-key", "two-keys", "no-ttl", "extra-arg", "empty-token"])
-def test_bad_arguments_are_an_error_and_change_nothing(lab: Lab, keys: list[str], args: list) -> None:
+@pytest.mark.parametrize(
+    "keys, args",
+    [
+        ([], [TOKEN, 1000]),
+        (["lock", "other"], [TOKEN, 1000]),
+        (["lock"], [TOKEN]),
+        (["lock"], [TOKEN, 1000, "extra"]),
+        (["lock"], ["", 1000]),
+    ],
+    ids=["no-key", "two-keys", "no-ttl", "extra-arg", "empty-token"],
+)
+def test_bad_arguments_are_an_error_and_change_nothing(
+    lab: Lab, keys: list[str], args: list
+) -> None:
     c = lab.client()
     full_keys = [lab.key(k) for k in keys]
     for k in full_keys:

@@ -16,7 +16,16 @@ STEM = "lock_release_checked"
 def test_header_lists_keys_argv_and_every_status() -> None:
     header = script_header(STEM)
     assert header.startswith(f"{STEM}.lua: ")
-    for needle in ("KEYS[1]", "ARGV[1]", "Returns:", "  1  ", "  nil  ", "  -1  ", f"ERR {STEM}", "WRONGTYPE"):
+    for needle in (
+        "KEYS[1]",
+        "ARGV[1]",
+        "Returns:",
+        "  1  ",
+        "  nil  ",
+        "  -1  ",
+        f"ERR {STEM}",
+        "WRONGTYPE",
+    ):
         assert needle in header
 
 
@@ -77,19 +86,27 @@ def test_binary_token_is_compared_byte_for_byte(lab: Lab) -> None:
 def test_wrong_type_key_is_an_error_and_is_not_deleted(lab: Lab) -> None:
     c, key = lab.client(), lab.key("lock")
     c.hset(key, "token", TOKEN)
-    with pytest.raises(redis.ResponseError, match=f"^WRONGTYPE {STEM}: the lock key holds a non-string value$"):
+    with pytest.raises(
+        redis.ResponseError, match=f"^WRONGTYPE {STEM}: the lock key holds a non-string value$"
+    ):
         lab.script(STEM, c)(keys=[key], args=[TOKEN])
     assert c.hgetall(key) == {"token": TOKEN}
 
 
-@pytest.mark.parametrize("keys, args", [
-    ([], [TOKEN]),
-    (["lock", "other"], [TOKEN]),
-    (["lock"], []),
-    (["lock"], [TOKEN, "extra"]),
-    (["lock"], [""]),
-], ids=["no-key", "two-keys", "no-token", "extra-arg", "empty-token"])
-def test_bad_arguments_are_an_error_and_delete_nothing(lab: Lab, keys: list[str], args: list[str]) -> None:
+@pytest.mark.parametrize(
+    "keys, args",
+    [
+        ([], [TOKEN]),
+        (["lock", "other"], [TOKEN]),
+        (["lock"], []),
+        (["lock"], [TOKEN, "extra"]),
+        (["lock"], [""]),
+    ],
+    ids=["no-key", "two-keys", "no-token", "extra-arg", "empty-token"],
+)
+def test_bad_arguments_are_an_error_and_delete_nothing(
+    lab: Lab, keys: list[str], args: list[str]
+) -> None:
     c = lab.client()
     full_keys = [lab.key(k) for k in keys]
     for k in full_keys:

@@ -14,10 +14,37 @@ from helpers.instruments.race import run_clients
 
 STEM = "rate_limit_fixed_window"
 MAX_LIMIT, MAX_WINDOW, MAX_COUNTER = 1_000_000_000, 31_536_000, 2**53 - 1
-BAD_NUMBERS = ["1.5", "1e3", "-1", "0", "abc", "", " 1", "1 ", "+1", "007", "0x10", "1\n",
-               "99999999999999999999999", "nan", "inf", b"\xff\xfe"]
-BAD_COUNTERS = ["abc", "-1", "1.5", "1e3", "007", "", " 1", "+1", "9007199254740992",
-                "99999999999999999999999", b"\xff"]
+BAD_NUMBERS = [
+    "1.5",
+    "1e3",
+    "-1",
+    "0",
+    "abc",
+    "",
+    " 1",
+    "1 ",
+    "+1",
+    "007",
+    "0x10",
+    "1\n",
+    "99999999999999999999999",
+    "nan",
+    "inf",
+    b"\xff\xfe",
+]
+BAD_COUNTERS = [
+    "abc",
+    "-1",
+    "1.5",
+    "1e3",
+    "007",
+    "",
+    " 1",
+    "+1",
+    "9007199254740992",
+    "99999999999999999999999",
+    b"\xff",
+]
 
 
 def call(lab: Lab, key: str, *args: object, keys: list[str] | None = None) -> list:
@@ -79,7 +106,9 @@ def test_bad_limit_is_invalid_arguments_and_writes_nothing(lab: Lab, bad: object
 
 
 @pytest.mark.parametrize("bad", BAD_NUMBERS + [str(MAX_WINDOW + 1)], ids=repr)
-def test_bad_window_is_invalid_arguments_and_leaves_an_existing_counter_alone(lab: Lab, bad: object) -> None:
+def test_bad_window_is_invalid_arguments_and_leaves_an_existing_counter_alone(
+    lab: Lab, bad: object
+) -> None:
     c, key = lab.client(), lab.key("w")
     c.set(key, 2, ex=50)
     assert call(lab, key, 5, bad) == [2, "invalid-arguments"]
@@ -103,7 +132,9 @@ def test_wrong_number_of_keys_is_invalid_arguments(lab: Lab) -> None:
 
 
 @pytest.mark.parametrize("stored", BAD_COUNTERS, ids=repr)
-def test_stored_value_that_is_not_a_counter_is_invalid_counter_and_kept(lab: Lab, stored: object) -> None:
+def test_stored_value_that_is_not_a_counter_is_invalid_counter_and_kept(
+    lab: Lab, stored: object
+) -> None:
     c, key = lab.client(decode_responses=False), lab.key("w")
     c.set(key, stored, ex=50)
     assert call(lab, key, 5, 60) == [2, "invalid-counter"]
@@ -134,18 +165,29 @@ def test_invalid_counter_is_reported_before_missing_ttl(lab: Lab) -> None:
 @pytest.mark.parametrize("kind", ["hash", "list", "set"])
 def test_key_of_another_type_raises_wrongtype_and_is_untouched(lab: Lab, kind: str) -> None:
     c, key = lab.client(), lab.key("w")
-    {"hash": lambda: c.hset(key, "f", "v"), "list": lambda: c.rpush(key, "v"),
-     "set": lambda: c.sadd(key, "v")}[kind]()
+    {
+        "hash": lambda: c.hset(key, "f", "v"),
+        "list": lambda: c.rpush(key, "v"),
+        "set": lambda: c.sadd(key, "v"),
+    }[kind]()
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         call(lab, key, 5, 60)
     assert c.type(key) == kind
     assert c.ttl(key) == -1
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=st.one_of(st.text(alphabet="0123456789+-.e x", max_size=12),
-                      st.integers(min_value=-5, max_value=2 * MAX_LIMIT).map(str)))
-def test_limit_is_accepted_exactly_when_it_is_a_canonical_decimal_in_range(lab: Lab, text: str) -> None:
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.one_of(
+        st.text(alphabet="0123456789+-.e x", max_size=12),
+        st.integers(min_value=-5, max_value=2 * MAX_LIMIT).map(str),
+    )
+)
+def test_limit_is_accepted_exactly_when_it_is_a_canonical_decimal_in_range(
+    lab: Lab, text: str
+) -> None:
     key = lab.key("prop")
     lab.client().delete(key)
     valid = re.fullmatch(r"[1-9][0-9]*", text) is not None and int(text) <= MAX_LIMIT

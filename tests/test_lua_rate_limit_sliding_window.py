@@ -18,8 +18,13 @@ def call(lab: Lab, key: str, *args: object, client: object = None) -> list:
 def test_concurrent_requests_at_one_instant_admit_exactly_the_limit(lab: Lab) -> None:
     # Lockstep rounds: every client's call reaches the server in the same round as the others'.
     key, ids = lab.key("crowd"), iter(range(10**6))
-    result = run_clients(lab, lambda c: call(lab, key, 40, 60_000, 5_000, f"r{next(ids)}", client=c)[0],
-                         clients=16, iterations=10, mode="lockstep")
+    result = run_clients(
+        lab,
+        lambda c: call(lab, key, 40, 60_000, 5_000, f"r{next(ids)}", client=c)[0],
+        clients=16,
+        iterations=10,
+        mode="lockstep",
+    )
     assert (result.count(1), result.count(0)) == (40, 120)
 
 
@@ -45,12 +50,28 @@ def test_duplicate_request_id_is_refused_and_not_counted(lab: Lab) -> None:
     assert c.zscore(key, "same") == 10
 
 
-@pytest.mark.parametrize("args", [
-    ("0", 1000, 5, "r"), ("1.5", 1000, 5, "r"), ("100001", 1000, 5, "r"), ("abc", 1000, 5, "r"),
-    (3, "0", 5, "r"), (3, "1e3", 5, "r"), (3, "86400001", 5, "r"), (3, "-5", 5, "r"),
-    (3, 1000, "-1", "r"), (3, 1000, "5.5", "r"), (3, 1000, "9007199254740992", "r"), (3, 1000, "007", "r"),
-    (3, 1000, 5, ""), (3, 1000, 5, "x" * 129), (3, 1000, 5), (3, 1000, 5, "r", "extra"),
-], ids=repr)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("0", 1000, 5, "r"),
+        ("1.5", 1000, 5, "r"),
+        ("100001", 1000, 5, "r"),
+        ("abc", 1000, 5, "r"),
+        (3, "0", 5, "r"),
+        (3, "1e3", 5, "r"),
+        (3, "86400001", 5, "r"),
+        (3, "-5", 5, "r"),
+        (3, 1000, "-1", "r"),
+        (3, 1000, "5.5", "r"),
+        (3, 1000, "9007199254740992", "r"),
+        (3, 1000, "007", "r"),
+        (3, 1000, 5, ""),
+        (3, 1000, 5, "x" * 129),
+        (3, 1000, 5),
+        (3, 1000, 5, "r", "extra"),
+    ],
+    ids=repr,
+)
 def test_bad_arguments_are_invalid_arguments_and_write_nothing(lab: Lab, args: tuple) -> None:
     key = lab.key("log")
     assert call(lab, key, *args) == [2, "invalid-arguments"]

@@ -34,7 +34,9 @@ def test_sold_out_returns_the_seats_left_and_writes_nothing(lab: Lab) -> None:
     assert c.exists(keys[1]) == 0
 
 
-def test_a_retry_with_the_same_booking_id_is_already_booked_not_a_second_reservation(lab: Lab) -> None:
+def test_a_retry_with_the_same_booking_id_is_already_booked_not_a_second_reservation(
+    lab: Lab,
+) -> None:
     c, keys = lab.client(), show_keys(lab)
     c.set(keys[0], 5)
     reserve = lab.script(STEM, c)
@@ -105,7 +107,9 @@ def test_concurrent_bookings_never_oversell(lab: Lab) -> None:
     def customer(client: Any, booking: str) -> str:
         return reserve(keys=keys, args=[booking, 3], client=client)[0]
 
-    result = run_clients(lab, customer, inputs=[[f"c{i}"] for i in range(8)])  # 8 clients, 1 booking each
+    result = run_clients(
+        lab, customer, inputs=[[f"c{i}"] for i in range(8)]
+    )  # 8 clients, 1 booking each
     outcomes = [reply for _client, _iteration, reply in result.outcomes]
     c = lab.client()
     assert outcomes.count("RESERVED") == 3 and outcomes.count("SOLD_OUT") == 5

@@ -6,8 +6,8 @@ import pytest
 import redis
 
 from helpers import Lab
-from helpers.luakit import scratch_server, server_available
 from helpers.backend.scripts import lua_source
+from helpers.luakit import scratch_server, server_available
 
 needs_server = pytest.mark.skipif(not server_available(), reason="no redis-server binary")
 
@@ -30,7 +30,9 @@ def test_bad_arguments_write_nothing(lab: Lab, args: list[str]) -> None:
 
 
 @needs_server
-def test_a_script_started_under_maxmemory_runs_to_the_end_past_it_and_the_next_one_is_refused() -> None:
+def test_a_script_started_under_maxmemory_runs_to_the_end_past_it_and_the_next_one_is_refused() -> (
+    None
+):
     with scratch_server("--maxmemory-policy", "noeviction") as server:
         c = server.client(decode_responses=True)
         fill = c.register_script(lua_source("runaway_fill"))

@@ -6,8 +6,8 @@ import pytest
 import redis
 
 from helpers import Lab
-from helpers.luakit import run_in_background, scratch_server, server_available, wait_for_busy
 from helpers.backend.scripts import lua_source
+from helpers.luakit import run_in_background, scratch_server, server_available, wait_for_busy
 
 needs_server = pytest.mark.skipif(not server_available(), reason="no redis-server binary")
 
@@ -24,8 +24,17 @@ def test_write_mode_sets_the_marker_first(lab: Lab) -> None:
     assert c.get(lab.key("m")) == "started"
 
 
-@pytest.mark.parametrize("args", [["0", "read"], ["1e3", "read"], ["10000000000001", "read"],
-                                  ["10", "loop"], ["10"], ["-5", "write"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["0", "read"],
+        ["1e3", "read"],
+        ["10000000000001", "read"],
+        ["10", "loop"],
+        ["10"],
+        ["-5", "write"],
+    ],
+)
 def test_bad_arguments_are_refused_before_any_write(lab: Lab, args: list[str]) -> None:
     c = lab.client()
     with pytest.raises(redis.ResponseError, match="runaway_spin: invalid-arguments: "):

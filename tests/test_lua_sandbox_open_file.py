@@ -8,7 +8,9 @@ import redis
 from helpers import Lab
 
 
-def test_a_real_server_refuses_io_and_the_embedded_backend_opens_the_file(lab: Lab, tmp_path) -> None:
+def test_a_real_server_refuses_io_and_the_embedded_backend_opens_the_file(
+    lab: Lab, tmp_path
+) -> None:
     path = tmp_path / "note.txt"
     path.write_text("x")
     script = lab.script("sandbox_open_file")

@@ -13,20 +13,36 @@ import redis
 
 from helpers import client_stats, run_clients, run_schedule
 from helpers.backend.modes import Command, Mode, command_name
-from helpers.luakit import (error_text, longest_wait_during, outcome_of, outcome_text, reply_text,
-                            restarted, run_in_background, scratch_server, server_available, text_table)
+from helpers.luakit import (
+    error_text,
+    longest_wait_during,
+    outcome_of,
+    outcome_text,
+    reply_text,
+    restarted,
+    run_in_background,
+    scratch_server,
+    server_available,
+    text_table,
+)
 from races import GaveUp
 from races.counters import increment_with_ifeq, increment_with_watch
 
 
 def test_error_text_strips_the_script_location_of_a_real_server() -> None:
-    exc = redis.ResponseError("user_script:1: Attempt to modify a readonly table script: "
-                              + "a" * 40 + ", on @user_script:1.")
+    exc = redis.ResponseError(
+        "user_script:1: Attempt to modify a readonly table script: "
+        + "a" * 40
+        + ", on @user_script:1."
+    )
     assert error_text(exc) == "ResponseError: Attempt to modify a readonly table"
 
 
 def test_error_text_keeps_a_plain_message() -> None:
-    assert error_text(redis.ResponseError("WRONGTYPE Operation")) == "ResponseError: WRONGTYPE Operation"
+    assert (
+        error_text(redis.ResponseError("WRONGTYPE Operation"))
+        == "ResponseError: WRONGTYPE Operation"
+    )
 
 
 def test_reply_text_gives_the_repr_of_a_result_or_the_error_text() -> None:
@@ -34,6 +50,7 @@ def test_reply_text_gives_the_repr_of_a_result_or_the_error_text() -> None:
 
     def fails() -> None:
         raise redis.ResponseError("BUSY Redis is busy")
+
     assert reply_text(fails) == "ResponseError: BUSY Redis is busy"
 
 
@@ -44,7 +61,11 @@ def test_reply_text_does_not_swallow_non_redis_errors() -> None:
 
 def test_text_table_aligns_columns_under_a_rule() -> None:
     assert text_table(["a", "bee"], [[1, 2], ["long", 3]]).splitlines() == [
-        "a     bee", "----  ---", "1     2", "long  3"]
+        "a     bee",
+        "----  ---",
+        "1     2",
+        "long  3",
+    ]
 
 
 def test_background_call_returns_its_result_or_its_redis_error() -> None:
@@ -52,6 +73,7 @@ def test_background_call_returns_its_result_or_its_redis_error() -> None:
 
     def fails() -> None:
         raise redis.ResponseError("boom")
+
     assert str(run_in_background(fails).join()) == "boom"
 
 
@@ -77,7 +99,10 @@ def test_longest_wait_during_reports_the_call_duration_and_probe_waits() -> None
 @pytest.mark.skipif(not server_available(), reason="no redis-server binary")
 def test_scratch_server_runs_inside_the_block_and_stops_after() -> None:
     with scratch_server("--maxmemory", "10mb") as server:
-        assert server is not None and server.client().config_get("maxmemory")["maxmemory"] in ("10485760", b"10485760")
+        assert server is not None and server.client().config_get("maxmemory")["maxmemory"] in (
+            "10485760",
+            b"10485760",
+        )
     assert not server.is_running()
 
 
@@ -87,6 +112,7 @@ def test_outcome_of_returns_the_value_or_the_redis_error() -> None:
 
     def fails() -> None:
         raise error
+
     assert outcome_of(fails) is error
     assert outcome_text(error) == "ResponseError: ERR x" and outcome_text([1]) == "[1]"
 
@@ -108,18 +134,30 @@ def test_restarted_keeps_saved_data_and_functions_but_not_the_script_cache() -> 
 
 def test_reply_text_reports_redis_py_cluster_refusals() -> None:
     def refuses() -> None:
-        raise redis.exceptions.RedisClusterException("EVAL - all keys must map to the same key slot")
-    assert reply_text(refuses) == "RedisClusterException: EVAL - all keys must map to the same key slot"
+        raise redis.exceptions.RedisClusterException(
+            "EVAL - all keys must map to the same key slot"
+        )
+
+    assert (
+        reply_text(refuses)
+        == "RedisClusterException: EVAL - all keys must map to the same key slot"
+    )
 
 
 def test_short_outcomes_names_exceptions_and_keeps_values() -> None:
     from helpers.luakit import short_outcomes
-    assert short_outcomes([1, redis.exceptions.OutOfMemoryError("x"), "OK"]) == [1, "OutOfMemoryError", "OK"]
+
+    assert short_outcomes([1, redis.exceptions.OutOfMemoryError("x"), "OK"]) == [
+        1,
+        "OutOfMemoryError",
+        "OK",
+    ]
 
 
 @pytest.mark.skipif(not server_available(), reason="no redis-server binary")
 def test_set_memory_headroom_puts_maxmemory_above_current_use() -> None:
     from helpers.luakit import set_memory_headroom
+
     with scratch_server() as server:
         c = server.client(decode_responses=True)
         limit = set_memory_headroom(c, 1_000_000)
@@ -146,11 +184,14 @@ def test_an_increment_creates_a_missing_counter_then_adds_one(lab, name: str) ->
 
 
 @pytest.mark.parametrize("name", STRATEGIES)
-def test_concurrent_increments_lose_no_update_and_each_returns_its_own_value(lab, name: str) -> None:
+def test_concurrent_increments_lose_no_update_and_each_returns_its_own_value(
+    lab, name: str
+) -> None:
     increment, key = _strategy(lab, name), lab.key("counter")
     # think mode: a pause before every round trip, so the clients do interleave
-    result = run_clients(lab, partial(increment, key=key), clients=4, iterations=30,
-                         mode="think", think_s=0.0005)
+    result = run_clients(
+        lab, partial(increment, key=key), clients=4, iterations=30, mode="think", think_s=0.0005
+    )
     assert sorted(v for _, _, v in result.outcomes) == list(range(1, 121))
     assert lab.client().get(key) == "120"
 
@@ -164,8 +205,13 @@ RETRY_SCHEDULES = {"watch": "AABBBAAAA", "ifeq": "ABBAAA"}
 def test_a_lost_conditional_write_is_retried_and_counted(lab, name: str) -> None:
     increment, key = _strategy(lab, name), lab.key("counter")
     actor = partial(increment, key=key)
-    trace = run_schedule(lab, {"A": actor, "B": actor}, RETRY_SCHEDULES[name],
-                         setup=lambda c: c.set(key, 0), watch=[key])
+    trace = run_schedule(
+        lab,
+        {"A": actor, "B": actor},
+        RETRY_SCHEDULES[name],
+        setup=lambda c: c.set(key, 0),
+        watch=[key],
+    )
     assert trace.results == {"A": 2, "B": 1}  # B wrote between A's read and A's write: A read again
     assert lab.client().get(key) == "2"
 
@@ -217,6 +263,10 @@ def test_without_a_recent_enough_server_the_demos_say_which_server_was_found(mon
         pytest.skip("Redis 7.0 is fetched by make other-servers")
     monkeypatch.setenv("RACELAB_REDIS_SERVER", str(old))
     text = missing_server_text()
-    assert text.startswith("no redis-server >= 8.4") and "found: 7.0" in text and "explained, not run" in text
+    assert (
+        text.startswith("no redis-server >= 8.4")
+        and "found: 7.0" in text
+        and "explained, not run" in text
+    )
     monkeypatch.delenv("RACELAB_REDIS_SERVER")
     assert missing_server_text() == "" or "no redis-server" in missing_server_text()

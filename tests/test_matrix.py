@@ -27,7 +27,10 @@ def _binary(path: Path) -> Path:
     if path.exists():
         return path
     if os.environ.get("RACELAB_MATRIX") == "1":
-        pytest.fail(f"RACELAB_MATRIX=1 but {path} is missing (run scripts/get-other-servers.sh)", pytrace=False)
+        pytest.fail(
+            f"RACELAB_MATRIX=1 but {path} is missing (run scripts/get-other-servers.sh)",
+            pytrace=False,
+        )
     pytest.skip(f"{path} is missing (scripts/get-other-servers.sh fetches it)")
 
 
@@ -84,9 +87,24 @@ def test_helpers_run_names_the_server_it_started_and_hands_its_path_on():
     # The command's own throwaway servers use the same binary, wherever the command runs from
     # (a notebook's kernel runs in notebooks/): the path handed on is absolute.
     code = "import os; print(os.environ['RACELAB_REDIS_SERVER'])"
-    done = subprocess.run([sys.executable, "-m", "helpers", "run", "--binary", str(binary.relative_to(ROOT)),
-                           "--", sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "helpers",
+            "run",
+            "--binary",
+            str(binary.relative_to(ROOT)),
+            "--",
+            sys.executable,
+            "-c",
+            code,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     first, second = done.stdout.splitlines()
     assert first.startswith("racelab: started valkey-server 9.") and second == str(binary)

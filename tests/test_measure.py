@@ -7,13 +7,23 @@ import math
 import pytest
 
 from helpers import Lab
-from helpers.instruments.measure import (Stats, format_rows, loglog_slope, measure, percentile, server_usec_per_call, summarize,
-                            sweep)
+from helpers.instruments.measure import (
+    Stats,
+    format_rows,
+    loglog_slope,
+    measure,
+    percentile,
+    server_usec_per_call,
+    summarize,
+    sweep,
+)
 
 
 def test_percentile_interpolates_linearly() -> None:
     values = [1.0, 2.0, 3.0, 4.0, 5.0]
-    assert percentile(values, 0) == 1 and percentile(values, 100) == 5 and percentile(values, 50) == 3
+    assert (
+        percentile(values, 0) == 1 and percentile(values, 100) == 5 and percentile(values, 50) == 3
+    )
     assert percentile(values, 25) == 2 and percentile([0.0, 10.0], 5) == pytest.approx(0.5)
     with pytest.raises(ValueError):
         percentile([], 50)
@@ -56,6 +66,7 @@ def test_sweep_returns_one_tidy_row_per_value_after_warmup() -> None:
     def run(clients: int) -> float:
         seen.append(clients)
         return clients * 10.0 + len(seen) % 2
+
     rows = sweep([1, 4], run, warmup=1, repeats=3)
     assert seen == [1] * 4 + [4] * 4
     assert [r["clients"] for r in rows] == [1, 4] and all(r["n"] == 3 for r in rows)
@@ -64,22 +75,34 @@ def test_sweep_returns_one_tidy_row_per_value_after_warmup() -> None:
 
 
 def test_format_rows_prints_a_right_aligned_table() -> None:
-    rows = [{"clients": 1, "median": 1234.5678, "p5": 1.0, "p95": 2.0, "n": 5},
-            {"clients": 16, "median": 2.0, "p5": 1.5, "p95": 3.25, "n": 5}]
-    assert format_rows(rows).splitlines() == ["clients    median   p5   p95  n",
-                                              "      1  1.23e+03    1     2  5",
-                                              "     16         2  1.5  3.25  5"]
+    rows = [
+        {"clients": 1, "median": 1234.5678, "p5": 1.0, "p95": 2.0, "n": 5},
+        {"clients": 16, "median": 2.0, "p5": 1.5, "p95": 3.25, "n": 5},
+    ]
+    assert format_rows(rows).splitlines() == [
+        "clients    median   p5   p95  n",
+        "      1  1.23e+03    1     2  5",
+        "     16         2  1.5  3.25  5",
+    ]
     assert format_rows([]) == "(no rows)"
 
 
 @pytest.mark.parametrize("exponent", [0.0, 0.5, 1.0, 2.0])
 def test_loglog_slope_recovers_the_exponent_of_a_power_law(exponent: float) -> None:
     sizes = [100, 1_000, 10_000, 100_000]
-    assert loglog_slope(sizes, [3e-6 * n ** exponent for n in sizes]) == pytest.approx(exponent)
+    assert loglog_slope(sizes, [3e-6 * n**exponent for n in sizes]) == pytest.approx(exponent)
 
 
-@pytest.mark.parametrize("sizes, seconds", [([10], [1.0]), ([10, 10], [1.0, 2.0]), ([10, 100], [1.0]),
-                                            ([0, 100], [1.0, 2.0]), ([10, 100], [1.0, 0.0])])
+@pytest.mark.parametrize(
+    "sizes, seconds",
+    [
+        ([10], [1.0]),
+        ([10, 10], [1.0, 2.0]),
+        ([10, 100], [1.0]),
+        ([0, 100], [1.0, 2.0]),
+        ([10, 100], [1.0, 0.0]),
+    ],
+)
 def test_loglog_slope_refuses_what_has_no_slope(sizes: list[float], seconds: list[float]) -> None:
     with pytest.raises(ValueError):
         loglog_slope(sizes, seconds)

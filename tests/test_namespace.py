@@ -59,8 +59,13 @@ def test_cleanup_removes_own_keys_and_nothing_else(lab):
 
 def test_cleanup_removes_binary_and_glob_named_keys(lab):
     raw = lab.client(decode_responses=False)
-    names = [lab.key("").encode() + b"\xff\xfe", lab.key("[a-z]*?").encode(), lab.key("\\").encode(),
-             lab.key("line\nbreak").encode(), lab.key(" ").encode()]
+    names = [
+        lab.key("").encode() + b"\xff\xfe",
+        lab.key("[a-z]*?").encode(),
+        lab.key("\\").encode(),
+        lab.key("line\nbreak").encode(),
+        lab.key(" ").encode(),
+    ]
     for name in names:
         raw.set(name, b"\x00")
     assert lab.cleanup() == len(names)

@@ -20,8 +20,10 @@ def code_cells(notebook: Path) -> list[str]:
     """Return the source of every code cell, IPython magics and shell lines blanked out."""
     cells = json.loads(notebook.read_text())["cells"]
     sources = ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
-    return ["\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in s.splitlines())
-            for s in sources]
+    return [
+        "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in s.splitlines())
+        for s in sources
+    ]
 
 
 def helper_names(sources: list[str]) -> set[str]:
@@ -36,32 +38,51 @@ def helper_names(sources: list[str]) -> set[str]:
                 if node.module == "helpers":
                     continue
             elif isinstance(node, ast.Import):
-                aliases.update(a.asname or a.name for a in node.names if a.name.split(".")[0] == "helpers")
+                aliases.update(
+                    a.asname or a.name for a in node.names if a.name.split(".")[0] == "helpers"
+                )
     for source in sources:
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in aliases:
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+            ):
                 names.add(node.attr)
     return names
 
 
 def test_helper_names_counts_imports_and_module_attributes() -> None:
-    sources = ["from helpers import connect, show\nimport helpers.instruments.plots as p\np.latency_cdf(1)",
-               "from helpers.instruments.race import run_clients\nx = connect"]
+    sources = [
+        "from helpers import connect, show\nimport helpers.instruments.plots as p\np.latency_cdf(1)",
+        "from helpers.instruments.race import run_clients\nx = connect",
+    ]
     assert helper_names(sources) == {"connect", "show", "latency_cdf", "run_clients"}
 
 
 @pytest.mark.parametrize("notebook", RACE_NOTEBOOKS, ids=lambda p: p.stem)
 def test_a_race_notebook_uses_at_most_12_helper_names(notebook: Path) -> None:
     names = helper_names(code_cells(notebook))
-    assert len(names) <= MAX_HELPER_NAMES, f"{notebook.name} uses {len(names)} helper names: {sorted(names)}"
+    assert len(names) <= MAX_HELPER_NAMES, (
+        f"{notebook.name} uses {len(names)} helper names: {sorted(names)}"
+    )
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
-def test_a_notebook_has_at_most_40_cells_and_no_code_line_over_100_characters(notebook: Path) -> None:
+def test_a_notebook_has_at_most_40_cells_and_no_code_line_over_100_characters(
+    notebook: Path,
+) -> None:
     cells = json.loads(notebook.read_text())["cells"]
     assert len(cells) <= MAX_CELLS, f"{notebook.name} has {len(cells)} cells"
-    long = [line for source in code_cells(notebook) for line in source.splitlines() if len(line) > MAX_LINE]
-    assert long == [], f"{notebook.name}: {len(long)} code lines over {MAX_LINE} characters, e.g. {long[0]!r}"
+    long = [
+        line
+        for source in code_cells(notebook)
+        for line in source.splitlines()
+        if len(line) > MAX_LINE
+    ]
+    assert long == [], (
+        f"{notebook.name}: {len(long)} code lines over {MAX_LINE} characters, e.g. {long[0]!r}"
+    )
 
 
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)

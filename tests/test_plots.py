@@ -7,13 +7,26 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from helpers.instruments.plots import (LabFigure, color_of, cost_vs_size, latency_cdf, plain_number, retries_vs_contention,
-                           throughput_vs_clients)
+from helpers.instruments.plots import (
+    LabFigure,
+    color_of,
+    cost_vs_size,
+    latency_cdf,
+    plain_number,
+    retries_vs_contention,
+    throughput_vs_clients,
+)
 
-ROWS = {"naive": [{"clients": 1, "median": 900.0, "p5": 800.0, "p95": 1000.0},
-                  {"clients": 8, "median": 1200.0, "p5": 1100.0, "p95": 1500.0}],
-        "lua": [{"clients": 8, "median": 1000.0, "p5": 900.0, "p95": 1100.0},
-                {"clients": 1, "median": 700.0, "p5": 600.0, "p95": 800.0}]}
+ROWS = {
+    "naive": [
+        {"clients": 1, "median": 900.0, "p5": 800.0, "p95": 1000.0},
+        {"clients": 8, "median": 1200.0, "p5": 1100.0, "p95": 1500.0},
+    ],
+    "lua": [
+        {"clients": 8, "median": 1000.0, "p5": 900.0, "p95": 1100.0},
+        {"clients": 1, "median": 700.0, "p5": 600.0, "p95": 800.0},
+    ],
+}
 
 
 def _check(fig: Figure, tmp_path: Path, name: str) -> None:
@@ -25,7 +38,9 @@ def _check(fig: Figure, tmp_path: Path, name: str) -> None:
 
 
 def test_latency_cdf_has_one_curve_per_strategy_with_percentiles(tmp_path: Path) -> None:
-    fig = latency_cdf({"naive": [1000, 2000, 3000], "lua": [1500] * 10}, note="embedded: Python's numbers")
+    fig = latency_cdf(
+        {"naive": [1000, 2000, 3000], "lua": [1500] * 10}, note="embedded: Python's numbers"
+    )
     _check(fig, tmp_path, "cdf")
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels == ["naive: p50 2, p99 2.98 µs", "lua: p50 1.5, p99 1.5 µs"]

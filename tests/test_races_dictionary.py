@@ -20,11 +20,26 @@ from benchmarks import dictionary_latency as bench
 from helpers import Lab, client_stats, explore, run_clients, run_schedule
 from helpers.backend.scripts import delete_library
 from races import GaveUp
-from races.dictionary import (FUNCTION, DictKeys, batch_get_or_put, check_dictionary, dict_keys,
-                              function_get_or_put, hgetall_hsetnx_get_or_put, lua_get_or_put, naive_get_or_put,
-                              watch_get_or_put)
+from races.dictionary import (
+    FUNCTION,
+    DictKeys,
+    batch_get_or_put,
+    check_dictionary,
+    dict_keys,
+    function_get_or_put,
+    hgetall_hsetnx_get_or_put,
+    lua_get_or_put,
+    naive_get_or_put,
+    watch_get_or_put,
+)
 
-SINGLE = [hgetall_hsetnx_get_or_put, naive_get_or_put, lua_get_or_put, function_get_or_put, watch_get_or_put]
+SINGLE = [
+    hgetall_hsetnx_get_or_put,
+    naive_get_or_put,
+    lua_get_or_put,
+    function_get_or_put,
+    watch_get_or_put,
+]
 ALL = [*SINGLE, batch_get_or_put]
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_hgetall_hsetnx.ipynb"
 # The notebook's workload: 50 workers x 8 strings of 30, the clients in lockstep (rounds of round trips).
@@ -66,22 +81,31 @@ def _pair(fn: Callable[..., Any], keys: DictKeys, a: Any, b: Any) -> dict[str, A
     return {"A": partial(fn, keys=keys, **{name: a}), "B": partial(fn, keys=keys, **{name: b})}
 
 
-def _sound(keys: DictKeys, texts: dict[str, Any], indexed: bool = True) -> Callable[[Any, dict[str, Any]], bool]:
+def _sound(
+    keys: DictKeys, texts: dict[str, Any], indexed: bool = True
+) -> Callable[[Any, dict[str, Any]], bool]:
     """Return an explorer invariant: every actor got its ids and check_dictionary finds nothing."""
+
     def invariant(client: Any, results: dict[str, Any]) -> bool:
         answers: list[tuple[Any, Any]] = []
         for name, got in results.items():
             mine = texts[name]
             answers += zip(mine, got) if isinstance(mine, list) else [(mine, got)]
         return len(results) == len(texts) and not check_dictionary(client, keys, answers, indexed)
+
     return invariant
 
 
 def _load(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> tuple[Any, list[str], int]:
     """Return (RunResult, problems, ids) of the notebook's workload run by fn in lockstep."""
     batch = fn is batch_get_or_put
-    run = run_clients(lab, partial(fn, keys=keys), inputs=[[row] for row in PLAN] if batch else PLAN,
-                      mode="lockstep", timeout=120)
+    run = run_clients(
+        lab,
+        partial(fn, keys=keys),
+        inputs=[[row] for row in PLAN] if batch else PLAN,
+        mode="lockstep",
+        timeout=120,
+    )
     answers: list[tuple[Any, Any]] = []
     for worker, i, got in run.outcomes:
         answers += zip(PLAN[worker], got) if batch else [(PLAN[worker][i], got)]
@@ -91,7 +115,10 @@ def _load(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> tuple[Any, list[s
 
 # --- the keys ------------------------------------------------------------------------------
 
-def test_dict_keys_are_under_the_prefix_share_one_hash_tag_and_come_in_the_scripts_order(lab: Lab) -> None:
+
+def test_dict_keys_are_under_the_prefix_share_one_hash_tag_and_come_in_the_scripts_order(
+    lab: Lab,
+) -> None:
     keys = _keys(lab)
     assert list(keys) == keys.all() == [keys.ids, keys.index, keys.meta]
     assert all(lab.ns.owns(k) and "{dict:d}" in k for k in keys)
@@ -100,8 +127,11 @@ def test_dict_keys_are_under_the_prefix_share_one_hash_tag_and_come_in_the_scrip
 
 # --- each strategy alone -----------------------------------------------------------------
 
+
 @pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
-def test_each_strategy_numbers_strings_densely_and_answers_the_same_id_again(lab: Lab, fn: Callable[..., Any]) -> None:
+def test_each_strategy_numbers_strings_densely_and_answers_the_same_id_again(
+    lab: Lab, fn: Callable[..., Any]
+) -> None:
     client, keys = lab.client(), _keys(lab)
     texts = ["price", "volume", "", "prix €", "price", "volume"]
     ids = [_register(fn, client, t, keys) for t in texts]
@@ -110,10 +140,19 @@ def test_each_strategy_numbers_strings_densely_and_answers_the_same_id_again(lab
 
 
 @pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
-def test_each_strategy_is_binary_safe_on_a_decoding_client(lab: Lab, fn: Callable[..., Any]) -> None:
+def test_each_strategy_is_binary_safe_on_a_decoding_client(
+    lab: Lab, fn: Callable[..., Any]
+) -> None:
     # Texts that are not UTF-8: a decoding client (decode_responses=True, the default) must cope.
     client, keys = lab.client(), _keys(lab)
-    texts = [b"\xff\xfe", "price", b"\x00", b"\xff\xfe", b"price", "\udcff".encode("utf-8", "surrogatepass")]
+    texts = [
+        b"\xff\xfe",
+        "price",
+        b"\x00",
+        b"\xff\xfe",
+        b"price",
+        "\udcff".encode("utf-8", "surrogatepass"),
+    ]
     ids = [_register(fn, client, t, keys) for t in texts]
     assert ids == [1, 2, 3, 1, 2, 4]
     assert check_dictionary(client, keys, list(zip(texts, ids)), _indexed(fn)) == []
@@ -129,11 +168,21 @@ def test_hgetall_hsetnx_reads_non_utf8_strings_that_another_caller_stored(lab: L
     assert hgetall_hsetnx_get_or_put(client, b"\x80abc", keys) == 1
 
 
-@pytest.mark.parametrize("fn, new, known", [(hgetall_hsetnx_get_or_put, 2, 1), (naive_get_or_put, 4, 1),
-                                            (lua_get_or_put, 1, 1), (function_get_or_put, 1, 1),
-                                            (batch_get_or_put, 1, 1), (watch_get_or_put, 5, 1)],
-                         ids=lambda v: getattr(v, "__name__", str(v)))
-def test_round_trips_of_one_registration_alone(lab: Lab, fn: Callable[..., Any], new: int, known: int) -> None:
+@pytest.mark.parametrize(
+    "fn, new, known",
+    [
+        (hgetall_hsetnx_get_or_put, 2, 1),
+        (naive_get_or_put, 4, 1),
+        (lua_get_or_put, 1, 1),
+        (function_get_or_put, 1, 1),
+        (batch_get_or_put, 1, 1),
+        (watch_get_or_put, 5, 1),
+    ],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_round_trips_of_one_registration_alone(
+    lab: Lab, fn: Callable[..., Any], new: int, known: int
+) -> None:
     client, keys = lab.client(), _keys(lab)
     _register(fn, client, "deploy", _keys(lab, "warm-up"))  # loads the script or library if missing
     counts = []
@@ -159,13 +208,17 @@ def test_a_batch_keeps_its_order_and_gives_a_repeated_string_one_id(lab: Lab) ->
     assert check_dictionary(client, keys) == []
 
 
-def test_function_survives_another_run_deleting_the_shared_library_and_other_errors_propagate(lab: Lab) -> None:
+def test_function_survives_another_run_deleting_the_shared_library_and_other_errors_propagate(
+    lab: Lab,
+) -> None:
     client, other_run, keys = lab.client(), lab.client(), _keys(lab)
     assert function_get_or_put(client, "a", keys) == 1
     other_run.function_delete("racelab_dict")
     before = client_stats(client)
     assert function_get_or_put(client, "b", keys) == 2
-    assert (client_stats(client) - before).round_trips == 3  # FCALL (not found), FUNCTION LOAD, FCALL
+    assert (
+        client_stats(client) - before
+    ).round_trips == 3  # FCALL (not found), FUNCTION LOAD, FCALL
     client.set(keys.index + ":not-a-hash", "x")
     broken = DictKeys(keys.ids, keys.index + ":not-a-hash", keys.meta)
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
@@ -175,20 +228,36 @@ def test_function_survives_another_run_deleting_the_shared_library_and_other_err
 
 # --- forced schedules and every schedule -------------------------------------------------
 
+
 def test_forced_schedule_of_the_naive_counter_gives_one_string_two_ids(lab: Lab) -> None:
     keys = _keys(lab)
-    trace = run_schedule(lab, _pair(naive_get_or_put, keys, "price", "price"), "ABAAABBB", watch=list(keys))
+    trace = run_schedule(
+        lab, _pair(naive_get_or_put, keys, "price", "price"), "ABAAABBB", watch=list(keys)
+    )
     assert trace.results == {"A": 1, "B": 2}
-    assert [row.command.split()[0] for row in trace.rows] == ["HGET", "HGET", "HINCRBY", "HSET", "HSET",
-                                                              "HINCRBY", "HSET", "HSET"]
+    assert [row.command.split()[0] for row in trace.rows] == [
+        "HGET",
+        "HGET",
+        "HINCRBY",
+        "HSET",
+        "HSET",
+        "HINCRBY",
+        "HSET",
+        "HSET",
+    ]
     problems = check_dictionary(lab.client(), keys, [("price", 1), ("price", 2)])
     assert "'price' has 2 ids: [1, 2]" in problems and "index is not the inverse of ids" in problems
 
 
 def test_forced_schedule_of_hgetall_hsetnx_collides_and_starts_over(lab: Lab) -> None:
     keys = _keys(lab)
-    trace = run_schedule(lab, _pair(hgetall_hsetnx_get_or_put, keys, "price", "volume"), "ABABBB",
-                         watch=[keys.ids], reset=list(keys))
+    trace = run_schedule(
+        lab,
+        _pair(hgetall_hsetnx_get_or_put, keys, "price", "volume"),
+        "ABABBB",
+        watch=[keys.ids],
+        reset=list(keys),
+    )
     assert trace.results == {"A": 1, "B": 2}
     assert [r.reply for r in trace.rows if r.command.startswith("HSETNX")] == ["1", "0", "1"]
     assert trace.rows[4].reply == "{b'1': b'price'}"  # read undecoded: any bytes compare exactly
@@ -196,33 +265,62 @@ def test_forced_schedule_of_hgetall_hsetnx_collides_and_starts_over(lab: Lab) ->
 
 def test_hgetall_hsetnx_finds_the_string_another_caller_registered_in_its_window(lab: Lab) -> None:
     keys = _keys(lab)
-    trace = run_schedule(lab, _pair(hgetall_hsetnx_get_or_put, keys, "same", "same"), "ABABB",
-                         watch=[keys.ids], reset=list(keys))
+    trace = run_schedule(
+        lab,
+        _pair(hgetall_hsetnx_get_or_put, keys, "same", "same"),
+        "ABABB",
+        watch=[keys.ids],
+        reset=list(keys),
+    )
     assert trace.results == {"A": 1, "B": 1}
     assert check_dictionary(lab.client(), keys, [("same", 1), ("same", 1)], indexed=False) == []
 
 
-@pytest.mark.parametrize("fn, schedule", [(hgetall_hsetnx_get_or_put, "ABAB"), (watch_get_or_put, "ABABABABAB")],
-                         ids=lambda v: getattr(v, "__name__", str(v)))
-def test_an_optimistic_strategy_gives_up_after_max_attempts(lab: Lab, fn: Callable[..., Any], schedule: str) -> None:
+@pytest.mark.parametrize(
+    "fn, schedule",
+    [(hgetall_hsetnx_get_or_put, "ABAB"), (watch_get_or_put, "ABABABABAB")],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_an_optimistic_strategy_gives_up_after_max_attempts(
+    lab: Lab, fn: Callable[..., Any], schedule: str
+) -> None:
     keys = _keys(lab)
-    actors = {"A": partial(fn, text="a", keys=keys), "B": partial(fn, text="b", keys=keys, max_attempts=1)}
+    actors = {
+        "A": partial(fn, text="a", keys=keys),
+        "B": partial(fn, text="b", keys=keys, max_attempts=1),
+    }
     with pytest.raises(GaveUp, match="gave up after 1 attempts"):
         run_schedule(lab, actors, schedule, watch=list(keys))
 
 
-@pytest.mark.parametrize("fn, total, bad", [(naive_get_or_put, 70, 68), (hgetall_hsetnx_get_or_put, 6, 0),
-                                            (lua_get_or_put, 2, 0), (function_get_or_put, 2, 0),
-                                            (batch_get_or_put, 2, 0), (watch_get_or_put, 252, 0)],
-                         ids=lambda v: getattr(v, "__name__", str(v)))
-def test_explored_answers_for_two_workers_registering_one_string(lab: Lab, fn: Callable[..., Any], total: int,
-                                                                  bad: int) -> None:
+@pytest.mark.parametrize(
+    "fn, total, bad",
+    [
+        (naive_get_or_put, 70, 68),
+        (hgetall_hsetnx_get_or_put, 6, 0),
+        (lua_get_or_put, 2, 0),
+        (function_get_or_put, 2, 0),
+        (batch_get_or_put, 2, 0),
+        (watch_get_or_put, 252, 0),
+    ],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_explored_answers_for_two_workers_registering_one_string(
+    lab: Lab, fn: Callable[..., Any], total: int, bad: int
+) -> None:
     keys = _keys(lab)
     _register(fn, lab.client(), "deploy", _keys(lab, "warm-up"))  # the library must be there before
-    texts: dict[str, Any] = ({"A": ["price", "volume"], "B": ["volume", "price"]} if fn is batch_get_or_put
-                             else {"A": "price", "B": "price"})
-    found = explore(lab, _pair(fn, keys, texts["A"], texts["B"]), _sound(keys, texts, _indexed(fn)),
-                    watch=list(keys))
+    texts: dict[str, Any] = (
+        {"A": ["price", "volume"], "B": ["volume", "price"]}
+        if fn is batch_get_or_put
+        else {"A": "price", "B": "price"}
+    )
+    found = explore(
+        lab,
+        _pair(fn, keys, texts["A"], texts["B"]),
+        _sound(keys, texts, _indexed(fn)),
+        watch=list(keys),
+    )
     assert (found.total, found.bad_count) == (total, bad)
     if fn is naive_get_or_put:
         assert sorted(found.good) == ["AAAAB", "BBBBA"]
@@ -231,11 +329,14 @@ def test_explored_answers_for_two_workers_registering_one_string(lab: Lab, fn: C
 def test_two_different_new_strings_never_break_the_naive_counter(lab: Lab) -> None:
     keys = _keys(lab)
     texts = {"A": "price", "B": "volume"}
-    found = explore(lab, _pair(naive_get_or_put, keys, "price", "volume"), _sound(keys, texts), watch=list(keys))
+    found = explore(
+        lab, _pair(naive_get_or_put, keys, "price", "volume"), _sound(keys, texts), watch=list(keys)
+    )
     assert (found.total, found.bad_count) == (70, 0)
 
 
 # --- threaded load -------------------------------------------------------------------------
+
 
 def test_threaded_naive_counter_breaks_the_bijection_and_hgetall_hsetnx_collides(lab: Lab) -> None:
     run, problems, ids = _load(lab, naive_get_or_put, _keys(lab, "naive"))
@@ -243,11 +344,16 @@ def test_threaded_naive_counter_breaks_the_bijection_and_hgetall_hsetnx_collides
     assert run.round_trips == run.calls + 3 * ids  # each miss: HGET, then HINCRBY and two HSETs
     run, problems, ids = _load(lab, hgetall_hsetnx_get_or_put, _keys(lab, "scan"))
     assert problems == [] and ids == 30 and run.retries > 0
-    assert run.round_trips == run.calls + 2 * run.retries + 30  # a refused HSETNX costs it and a HGETALL
+    assert (
+        run.round_trips == run.calls + 2 * run.retries + 30
+    )  # a refused HSETNX costs it and a HGETALL
 
 
-@pytest.mark.parametrize("fn", [lua_get_or_put, function_get_or_put, batch_get_or_put, watch_get_or_put],
-                         ids=lambda f: f.__name__)
+@pytest.mark.parametrize(
+    "fn",
+    [lua_get_or_put, function_get_or_put, batch_get_or_put, watch_get_or_put],
+    ids=lambda f: f.__name__,
+)
 def test_threaded_load_keeps_the_fixes_sound(lab: Lab, fn: Callable[..., Any]) -> None:
     client = lab.client()
     _register(fn, client, "deploy", _keys(lab, "warm-up"))  # script cached, library loaded
@@ -266,8 +372,11 @@ def test_a_workload_must_give_every_client_the_same_number_of_inputs(lab: Lab) -
 
 # --- one function object everywhere --------------------------------------------------------
 
+
 @pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
-def test_the_same_function_is_interleaved_explored_threaded_and_benchmarked(lab: Lab, fn: Callable[..., Any]) -> None:
+def test_the_same_function_is_interleaved_explored_threaded_and_benchmarked(
+    lab: Lab, fn: Callable[..., Any]
+) -> None:
     keys = _keys(lab)
     _register(fn, lab.client(), "deploy", _keys(lab, "warm-up"))
     a, b = (["x"], ["y"]) if fn is batch_get_or_put else ("x", "y")
@@ -278,15 +387,21 @@ def test_the_same_function_is_interleaved_explored_threaded_and_benchmarked(lab:
     run = run_clients(lab, partial(fn, keys=_keys(lab, "threads")), inputs=[[a], [b]])
     assert run.fn.func is fn and {op.label for op in run.history} == {fn.__name__}
     assert [f for f in bench.STRATEGIES.values() if f is fn] == [fn]
-    rows = bench.measure_sizes(lab.client(), _keys(lab, "bench"), [5], repeats=1, server=False, strategies=[fn])
+    rows = bench.measure_sizes(
+        lab.client(), _keys(lab, "bench"), [5], repeats=1, server=False, strategies=[fn]
+    )
     assert list(rows[0].stats) == [fn]
 
 
 def test_notebook_03_runs_the_strategies_of_races_dictionary_and_defines_none_of_its_own() -> None:
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     tree = ast.parse("\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code"))
-    imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and node.module == "races.dictionary" for a in node.names}
+    imported = {
+        a.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "races.dictionary"
+        for a in node.names
+    }
     defined = {node.name for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
     names = {fn.__name__ for fn in ALL}
     assert names <= imported
@@ -294,6 +409,7 @@ def test_notebook_03_runs_the_strategies_of_races_dictionary_and_defines_none_of
 
 
 # --- the checker ---------------------------------------------------------------------------
+
 
 def test_check_dictionary_accepts_an_empty_dictionary_and_agreeing_answers(lab: Lab) -> None:
     client, keys = lab.client(), _keys(lab)
@@ -308,8 +424,14 @@ def test_check_dictionary_reports_every_kind_of_problem(lab: Lab) -> None:
     client.hset(keys.index, mapping={"a": "1", "b": "2"})
     client.hset(keys.meta, "last_id", 7)
     problems = check_dictionary(client, keys, [("a", 3), ("b", "oops")])
-    assert problems == ["'a' has 2 ids: [1, 4]", "the ids are not exactly 1..4", "index is not the inverse of ids",
-                        "the counter says 7, ids holds 4", "a caller got 3 for 'a'", "a caller got 'oops' for 'b'"]
+    assert problems == [
+        "'a' has 2 ids: [1, 4]",
+        "the ids are not exactly 1..4",
+        "index is not the inverse of ids",
+        "the counter says 7, ids holds 4",
+        "a caller got 3 for 'a'",
+        "a caller got 'oops' for 'b'",
+    ]
     assert check_dictionary(client, keys, indexed=False) == problems[:2]
 
 
@@ -320,6 +442,7 @@ def test_check_dictionary_shows_binary_strings_as_bytes(lab: Lab) -> None:
 
 
 # --- cluster -------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("fn", ALL, ids=lambda f: f.__name__)
 def test_each_strategy_works_on_a_cluster(cluster_lab: Lab, fn: Callable[..., Any]) -> None:

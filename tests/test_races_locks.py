@@ -44,6 +44,7 @@ def _released(name: str, client: Any, key: str, token: Any) -> bool:
 
 # ------------------------------------------------------------------ notebook 02's actors and load
 
+
 def _holder(client: Any, release: Any, key: str) -> Any:
     if not locks.acquire(client, key, "tok-A", LEASE_MS):
         return "busy"
@@ -52,12 +53,19 @@ def _holder(client: Any, release: Any, key: str) -> Any:
 
 def _story(lab: Lab, release: Any, takers: str = "BC") -> dict[str, Any]:
     key = lab.key("lock")
-    actors = {"A": partial(_holder, release=release, key=key), "T": lease_expires(key, value="tok-A")}
-    return actors | {n: partial(locks.acquire, key=key, token=f"tok-{n}", ttl_ms=LEASE_MS) for n in takers}
+    actors = {
+        "A": partial(_holder, release=release, key=key),
+        "T": lease_expires(key, value="tok-A"),
+    }
+    return actors | {
+        n: partial(locks.acquire, key=key, token=f"tok-{n}", ttl_ms=LEASE_MS) for n in takers
+    }
 
 
 def _b_keeps_its_lock(lab: Lab) -> Any:
-    return lambda client, results: results["B"] is not True or client.get(lab.key("lock")) == "tok-B"
+    return lambda client, results: (
+        results["B"] is not True or client.get(lab.key("lock")) == "tok-B"
+    )
 
 
 def _explore(lab: Lab, release: Any) -> Any:
@@ -65,8 +73,13 @@ def _explore(lab: Lab, release: Any) -> Any:
 
 
 def _run_load(lab: Lab, release: Any, clients: int = CLIENTS, turns: int = TURNS) -> RunResult:
-    turn = partial(locks.lock_turn, release=release, key=lab.key("load-lock"), ttl_ms=TTL_MS,
-                   work=itertools.cycle(WORK_S))
+    turn = partial(
+        locks.lock_turn,
+        release=release,
+        key=lab.key("load-lock"),
+        ttl_ms=TTL_MS,
+        work=itertools.cycle(WORK_S),
+    )
     return run_clients(lab, turn, clients=clients, iterations=turns, mode="think", think_s=THINK_S)
 
 
@@ -76,6 +89,7 @@ def _violations(run: RunResult) -> list[Any]:
 
 
 # ------------------------------------------------------------------ tokens, digests, acquire
+
 
 def test_new_token_is_20_random_bytes_as_hex() -> None:
     tokens = {locks.new_token() for _ in range(50)}
@@ -104,6 +118,7 @@ def test_acquire_takes_a_free_lock_with_its_lease_and_not_a_held_one(lab: Lab) -
 
 
 # ------------------------------------------------------------------ releases
+
 
 def test_release_blind_deletes_another_clients_lock(lab: Lab) -> None:
     c, key = lab.client(), lab.key("lock")
@@ -156,7 +171,9 @@ def test_a_checking_release_compares_binary_tokens_byte_for_byte(lab: Lab, name:
 
 
 @pytest.mark.parametrize("name", SAFE)
-def test_a_safe_release_of_a_key_that_is_not_a_lock_raises_and_keeps_it(lab: Lab, name: str) -> None:
+def test_a_safe_release_of_a_key_that_is_not_a_lock_raises_and_keeps_it(
+    lab: Lab, name: str
+) -> None:
     _needs(lab, getattr(locks, name))
     c, key = lab.client(), lab.key("lock")
     c.rpush(key, MINE)
@@ -178,8 +195,11 @@ def test_release_watch_checks_again_when_exec_finds_the_lock_taken(lab: Lab) -> 
     trace = run_schedule(lab, _story(lab, locks.release_watch), "AAATBAC", watch=[key], finish=True)
     commands = [(row.client, row.command.split()[0], row.reply) for row in trace.rows]
     assert commands[5] == ("A", "MULTI,", "nil")  # EXEC answered nil: the key changed after WATCH
-    assert [c for c in commands[6:] if c[0] == "A"] == [("A", "WATCH", "'OK'"), ("A", "GET", "'tok-B'"),
-                                                         ("A", "UNWATCH", "'OK'")]
+    assert [c for c in commands[6:] if c[0] == "A"] == [
+        ("A", "WATCH", "'OK'"),
+        ("A", "GET", "'tok-B'"),
+        ("A", "UNWATCH", "'OK'"),
+    ]
     assert trace.results["A"] is False and lab.client().get(key) == "tok-B"
 
 
@@ -192,7 +212,9 @@ def test_release_watch_gives_up_when_the_key_changes_every_time(lab: Lab) -> Non
 
     actors = {"A": partial(locks.release_watch, key=key, token=MINE, max_attempts=2), "M": meddler}
     with pytest.raises(GaveUp, match="gave up after 2 attempts"):
-        run_schedule(lab, actors, "AAMAAAMA", setup=lambda c: c.set(key, MINE, px=30_000), watch=[key])
+        run_schedule(
+            lab, actors, "AAMAAAMA", setup=lambda c: c.set(key, MINE, px=30_000), watch=[key]
+        )
     assert lab.client().get(key) == MINE
 
 
@@ -202,6 +224,7 @@ def test_release_watch_refuses_zero_attempts(lab: Lab) -> None:
 
 
 # ------------------------------------------------------------------ extend
+
 
 def _extenders(lab: Lab) -> list[Any]:
     return [locks.extend_lua] + ([locks.extend_ifeq] if lab.caps.set_ifeq else [])
@@ -221,6 +244,7 @@ def test_extend_renews_only_the_owners_lease_and_never_brings_a_lock_back(lab: L
 
 # ------------------------------------------------------------------ fencing
 
+
 def test_acquire_fenced_hands_out_increasing_fences_and_none_when_held(lab: Lab) -> None:
     c = lab.client()
     key, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
@@ -233,7 +257,9 @@ def test_acquire_fenced_hands_out_increasing_fences_and_none_when_held(lab: Lab)
 
 
 @pytest.mark.parametrize("corrupt", ["abc", "9" * 25, "hash"])
-def test_acquire_fenced_with_a_corrupt_fence_raises_and_leaves_the_lock_free(lab: Lab, corrupt: str) -> None:
+def test_acquire_fenced_with_a_corrupt_fence_raises_and_leaves_the_lock_free(
+    lab: Lab, corrupt: str
+) -> None:
     c = lab.client()
     key, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
     c.hset(fence, "n", "1") if corrupt == "hash" else c.set(fence, corrupt)
@@ -256,20 +282,27 @@ def test_write_fenced_refuses_a_stale_fence_and_write_unfenced_does_not(lab: Lab
     assert c.get(resource) == "late zombie"
 
 
-@pytest.mark.parametrize("fenced, a_result, report", [
-    (False, "fence 1, wrote", "tok-A's report"),
-    (True, "fence 1, write refused", "tok-B's report"),
-])
-def test_fencing_refuses_the_stalled_holders_late_write(lab: Lab, fenced: bool, a_result: str,
-                                                         report: str) -> None:
+@pytest.mark.parametrize(
+    "fenced, a_result, report",
+    [
+        (False, "fence 1, wrote", "tok-A's report"),
+        (True, "fence 1, write refused", "tok-B's report"),
+    ],
+)
+def test_fencing_refuses_the_stalled_holders_late_write(
+    lab: Lab, fenced: bool, a_result: str, report: str
+) -> None:
     lock, fence = lab.ns.tagged("job", "lock"), lab.ns.tagged("job", "fence")
     res, seen = lab.ns.tagged("job", "report"), lab.ns.tagged("job", "report:fence")
 
     def writer(client: Any, token: str) -> str:
         number = locks.acquire_fenced(client, lock, fence, token, LEASE_MS)
         text = f"{token}'s report"
-        wrote = (locks.write_fenced(client, res, seen, number, text) if fenced
-                 else locks.write_unfenced(client, res, text))
+        wrote = (
+            locks.write_fenced(client, res, seen, number, text)
+            if fenced
+            else locks.write_unfenced(client, res, text)
+        )
         locks.release_lua(client, lock, token)
         return f"fence {number}, {'wrote' if wrote else 'write refused'}"
 
@@ -280,6 +313,7 @@ def test_fencing_refuses_the_stalled_holders_late_write(lab: Lab, fenced: bool, 
 
 
 # ------------------------------------------------------------------ lock_turn
+
 
 def test_lock_turn_returns_when_it_asked_got_and_let_go_and_what_the_release_said(lab: Lab) -> None:
     key = lab.key("lock")
@@ -295,12 +329,20 @@ def test_lock_turn_gives_up_on_a_lock_that_never_expires(lab: Lab) -> None:
     key = lab.key("lock")
     lab.client().set(key, "stuck forever")  # no TTL: nobody can ever take this lock
     with pytest.raises(GaveUp, match="gave up after 3 attempts"):
-        locks.lock_turn(lab.client(), locks.release_lua, key, 1_000, itertools.repeat(0.0),
-                        retry_s=0.0, max_attempts=3)
+        locks.lock_turn(
+            lab.client(),
+            locks.release_lua,
+            key,
+            1_000,
+            itertools.repeat(0.0),
+            retry_s=0.0,
+            max_attempts=3,
+        )
     assert lab.client().get(key) == "stuck forever"
 
 
 # ------------------------------------------------------------------ forced schedules and the explorer
+
 
 def test_blind_del_forced_schedule_leaves_b_and_c_both_holding(lab: Lab) -> None:
     key = lab.key("lock")
@@ -310,7 +352,9 @@ def test_blind_del_forced_schedule_leaves_b_and_c_both_holding(lab: Lab) -> None
 
 
 def test_check_then_del_forced_schedule_deletes_bs_lock_after_a_true_check(lab: Lab) -> None:
-    trace = run_schedule(lab, _story(lab, locks.release_check_then_del), "AATBAC", watch=[lab.key("lock")])
+    trace = run_schedule(
+        lab, _story(lab, locks.release_check_then_del), "AATBAC", watch=[lab.key("lock")]
+    )
     assert trace.rows[1].reply == "'tok-A'" and trace.rows[4].command == "DEL lock"
     assert trace.results["B"] is True and trace.results["C"] is True
 
@@ -325,10 +369,12 @@ def test_a_safe_release_in_the_forced_schedule_leaves_b_holding(lab: Lab, name: 
     assert lab.client().get(lab.key("lock")) == "tok-B"
 
 
-@pytest.mark.parametrize("name, total, bad", [("release_blind", 11, ["ATBA"]),
-                                              ("release_check_then_del", 17, ["AATBA"])])
-def test_explorer_finds_exactly_the_schedule_that_breaks_a_naive_release(lab: Lab, name: str, total: int,
-                                                                         bad: list[str]) -> None:
+@pytest.mark.parametrize(
+    "name, total, bad", [("release_blind", 11, ["ATBA"]), ("release_check_then_del", 17, ["AATBA"])]
+)
+def test_explorer_finds_exactly_the_schedule_that_breaks_a_naive_release(
+    lab: Lab, name: str, total: int, bad: list[str]
+) -> None:
     found = _explore(lab, getattr(locks, name))
     assert (found.total, found.bad) == (total, bad)
 
@@ -343,8 +389,10 @@ def test_explorer_finds_no_bad_schedule_for_a_safe_release(lab: Lab, name: str) 
 
 def test_the_clock_ends_only_the_lease_of_the_named_holder(lab: Lab) -> None:
     key = lab.key("lock")
-    actors = {"B": partial(locks.acquire, key=key, token="tok-B", ttl_ms=LEASE_MS),
-              "T": lease_expires(key, value="tok-A")}
+    actors = {
+        "B": partial(locks.acquire, key=key, token="tok-B", ttl_ms=LEASE_MS),
+        "T": lease_expires(key, value="tok-A"),
+    }
     trace = run_schedule(lab, actors, "BT", watch=[key])
     assert trace.results["T"] == "another holder's lease: nothing expires"
     assert lab.client().get(key) == "tok-B"
@@ -352,8 +400,11 @@ def test_the_clock_ends_only_the_lease_of_the_named_holder(lab: Lab) -> None:
 
 # ------------------------------------------------------------------ threaded load
 
+
 @pytest.mark.parametrize("name", NAIVE)
-def test_a_naive_release_breaks_mutual_exclusion_in_every_run_of_the_load(lab: Lab, name: str) -> None:
+def test_a_naive_release_breaks_mutual_exclusion_in_every_run_of_the_load(
+    lab: Lab, name: str
+) -> None:
     # The window is built into the timing, not left to luck: stalls last twice the lease (the
     # blind DEL), and a lease with less than 10 ms left at the GET ends during the 10 ms before
     # the DEL (check-then-DEL; the varied work puts some turns there however late the threads
@@ -374,8 +425,11 @@ def test_a_safe_release_keeps_mutual_exclusion_under_the_same_load(lab: Lab, nam
 
 # ------------------------------------------------------------------ one function object everywhere
 
+
 @pytest.mark.parametrize("name", NAIVE + SAFE)
-def test_one_release_object_is_interleaved_explored_threaded_and_benchmarked(lab: Lab, name: str) -> None:
+def test_one_release_object_is_interleaved_explored_threaded_and_benchmarked(
+    lab: Lab, name: str
+) -> None:
     release = getattr(locks, name)
     _needs(lab, release)
     trace = run_schedule(lab, _story(lab, release), "ATBAC", watch=[lab.key("lock")], finish=True)
@@ -383,21 +437,32 @@ def test_one_release_object_is_interleaved_explored_threaded_and_benchmarked(lab
     threaded = _run_load(lab, release, clients=2, turns=2)
     bench_name = next(n for n, r in lock_release_cost.RELEASES.items() if r is release)
     benchmarked = lock_release_cost.measure(lab, {bench_name: release}, turns=3, repeats=1)
-    used = [trace.actors["A"], explored.actors["A"], threaded.fn, benchmarked[bench_name].runs[0].fn]
+    used = [
+        trace.actors["A"],
+        explored.actors["A"],
+        threaded.fn,
+        benchmarked[bench_name].runs[0].fn,
+    ]
     assert all(fn.keywords["release"] is release for fn in used)
 
 
 def _notebook_code() -> str:
     cells = json.loads(NOTEBOOK.read_text())["cells"]
-    return "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code" and
-                     "solution" not in c["metadata"].get("tags", []))
+    return "\n".join(
+        "".join(c["source"])
+        for c in cells
+        if c["cell_type"] == "code" and "solution" not in c["metadata"].get("tags", [])
+    )
 
 
 def test_notebook_02_runs_the_releases_of_races_locks_and_defines_none_of_its_own() -> None:
     tree = ast.parse(_notebook_code())
     defined = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
-    used = {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-            and isinstance(n.value, ast.Name) and n.value.id == "locks"}
+    used = {
+        n.attr
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "locks"
+    }
     assert set(NAIVE + SAFE) <= used
     assert defined.isdisjoint(vars(locks))  # no second copy of anything races.locks defines
 
@@ -408,14 +473,22 @@ def test_the_benchmark_times_the_releases_of_races_locks() -> None:
 
 def test_benchmark_counts_round_trips_per_release_exactly(lab: Lab) -> None:
     costs = lock_release_cost.measure(lab, lock_release_cost.releases_for(lab), turns=5, repeats=2)
-    expected = {"DEL (blind)": 1, "GET + DEL": 2, "Lua": 1, "Lua, checked": 1, "WATCH": 3,
-                "DELEX IFEQ": 1, "DELEX IFDEQ": 1}
+    expected = {
+        "DEL (blind)": 1,
+        "GET + DEL": 2,
+        "Lua": 1,
+        "Lua, checked": 1,
+        "WATCH": 3,
+        "DELEX IFEQ": 1,
+        "DELEX IFDEQ": 1,
+    }
     assert {n: c.round_trips for n, c in costs.items()} == {n: expected[n] for n in costs}
     text = lock_release_cost.report(lab.kind, lab.version, costs)
     assert "WATCH" in text and "1.00x" in text
 
 
 # ------------------------------------------------------------------ cluster
+
 
 def test_lock_functions_work_on_a_cluster(cluster_lab: Lab) -> None:
     c = cluster_lab.client()

@@ -20,18 +20,37 @@ from benchmarks import ratelimit_cost as bench
 from helpers import Lab, ScheduleRun, explore, run_clients, run_schedule
 from races import GaveUp
 from races import ratelimit as rl
-from races.ratelimit import (LimiterStateError, as_count, docs_pattern_allow, ifeq_allow, incr_first_allow,
-                             lost_update_increment, lua_allow, lua_limit, multi_allow, naive_allow,
-                             plain_client_watch_allow, watch_allow)
+from races.ratelimit import (
+    LimiterStateError,
+    as_count,
+    docs_pattern_allow,
+    ifeq_allow,
+    incr_first_allow,
+    lost_update_increment,
+    lua_allow,
+    lua_limit,
+    multi_allow,
+    naive_allow,
+    plain_client_watch_allow,
+    watch_allow,
+)
 
 WINDOW = 60
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "01_get_then_incr.ipynb"
 LIMITERS = [naive_allow, lua_allow, watch_allow, incr_first_allow, multi_allow, ifeq_allow]
 FIXES = [lua_allow, watch_allow, incr_first_allow, multi_allow, ifeq_allow]
 # Every strategy notebook 01 runs, by the name the benchmark's table gives it (None: not benchmarked).
-NOTEBOOK_STRATEGIES = {naive_allow: "naive", lua_allow: "lua", watch_allow: "watch",
-                       incr_first_allow: "incr-first", multi_allow: "multi", ifeq_allow: "ifeq",
-                       docs_pattern_allow: None, plain_client_watch_allow: None, lost_update_increment: None}
+NOTEBOOK_STRATEGIES = {
+    naive_allow: "naive",
+    lua_allow: "lua",
+    watch_allow: "watch",
+    incr_first_allow: "incr-first",
+    multi_allow: "multi",
+    ifeq_allow: "ifeq",
+    docs_pattern_allow: None,
+    plain_client_watch_allow: None,
+    lost_update_increment: None,
+}
 ids = lambda f: f.__name__  # noqa: E731
 
 
@@ -58,6 +77,7 @@ def admits_at_most_one(_client, results: dict) -> bool:
 
 
 # --- one client ------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("limiter", LIMITERS, ids=ids)
 def test_one_client_alone_gets_exactly_limit_requests_and_a_ttl(lab: Lab, limiter) -> None:
@@ -111,21 +131,31 @@ def test_lua_allow_raises_on_status_2(lab: Lab) -> None:
 
 # --- the stored counter is validated -----------------------------------------------------------
 
-@pytest.mark.parametrize("value, count", [(None, 0), ("0", 0), ("12", 12), (b"7", 7),
-                                          ("9999999999999999999", 9999999999999999999)])
+
+@pytest.mark.parametrize(
+    "value, count",
+    [(None, 0), ("0", 0), ("12", 12), (b"7", 7), ("9999999999999999999", 9999999999999999999)],
+)
 def test_as_count_reads_what_incr_leaves(value, count) -> None:
     assert as_count(value) == count
 
 
-@pytest.mark.parametrize("stored", ["-3", "abc", " 5", "1.5", "05", "+1", "", "1e3", "99999999999999999999"])
+@pytest.mark.parametrize(
+    "stored", ["-3", "abc", " 5", "1.5", "05", "+1", "", "1e3", "99999999999999999999"]
+)
 def test_as_count_refuses_anything_else(stored: str) -> None:
     with pytest.raises(LimiterStateError, match="invalid-counter"):
         as_count(stored)
 
 
-@pytest.mark.parametrize("strategy", [naive_allow, watch_allow, ifeq_allow, plain_client_watch_allow,
-                                      lost_update_increment], ids=ids)
-def test_strategies_that_read_the_counter_refuse_a_corrupt_one_and_write_nothing(lab: Lab, strategy) -> None:
+@pytest.mark.parametrize(
+    "strategy",
+    [naive_allow, watch_allow, ifeq_allow, plain_client_watch_allow, lost_update_increment],
+    ids=ids,
+)
+def test_strategies_that_read_the_counter_refuse_a_corrupt_one_and_write_nothing(
+    lab: Lab, strategy
+) -> None:
     # Regression: int() took "-3" as -3, so a limiter admitted 3 requests over the limit (the Lua
     # limiter answers invalid-counter for the same state).
     needs_ifeq(lab, strategy)
@@ -140,7 +170,9 @@ def test_strategies_that_read_the_counter_refuse_a_corrupt_one_and_write_nothing
 
 
 @pytest.mark.parametrize("limiter", [incr_first_allow, multi_allow], ids=ids)
-def test_incr_first_limiters_refuse_a_negative_counter_instead_of_admitting(lab: Lab, limiter) -> None:
+def test_incr_first_limiters_refuse_a_negative_counter_instead_of_admitting(
+    lab: Lab, limiter
+) -> None:
     # Regression: a counter holding -5 made INCR return -4, which is <= limit, so the request was
     # admitted. INCR has already run by then: a single command cannot check first (Lua can).
     c, key = lab.client(), lab.key("w")
@@ -152,12 +184,17 @@ def test_incr_first_limiters_refuse_a_negative_counter_instead_of_admitting(lab:
 
 # --- forced schedules ---------------------------------------------------------------------------
 
+
 def test_forced_schedule_abab_makes_the_naive_limiter_admit_both(lab: Lab) -> None:
     key, setup = one_slot_left(lab)
     trace = run_schedule(lab, pair(naive_allow, key), "ABAB", setup=setup, watch=[key])
     assert trace.results == {"A": True, "B": True}
     assert [(r.client, r.command, r.reply) for r in trace.rows] == [
-        ("A", "GET w", "'4'"), ("B", "GET w", "'4'"), ("A", "INCRBY w 1", "5"), ("B", "INCRBY w 1", "6")]
+        ("A", "GET w", "'4'"),
+        ("B", "GET w", "'4'"),
+        ("A", "INCRBY w 1", "5"),
+        ("B", "INCRBY w 1", "6"),
+    ]
     assert trace.final_state == "w=6 (ttl)"
 
 
@@ -172,19 +209,30 @@ def test_watch_on_a_plain_client_sends_nothing_and_both_are_admitted(lab: Lab) -
     key, setup = one_slot_left(lab)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        trace = run_schedule(lab, pair(plain_client_watch_allow, key), "ABBA", setup=setup, watch=[key])
+        trace = run_schedule(
+            lab, pair(plain_client_watch_allow, key), "ABBA", setup=setup, watch=[key]
+        )
     assert [r.command.split()[0] for r in trace.rows] == ["GET", "GET", "MULTI,", "MULTI,"]
     assert trace.results == {"A": True, "B": True} and trace.final_state == "w=6 (ttl)"
-    assert any(issubclass(w.category, DeprecationWarning) and "Pipeline" in str(w.message) for w in caught)
+    assert any(
+        issubclass(w.category, DeprecationWarning) and "Pipeline" in str(w.message) for w in caught
+    )
 
 
 def test_watch_on_the_pipeline_aborts_the_stale_exec_and_rejects_on_retry(lab: Lab) -> None:
     key, setup = one_slot_left(lab)
     trace = run_schedule(lab, pair(watch_allow, key), "AABBBAAAA", setup=setup, watch=[key])
     assert [(r.client, r.command.split(",")[0], r.reply) for r in trace.rows] == [
-        ("A", "WATCH w", "'OK'"), ("A", "GET w", "'4'"), ("B", "WATCH w", "'OK'"), ("B", "GET w", "'4'"),
-        ("B", "MULTI", "[5, 0]"), ("A", "MULTI", "nil"), ("A", "WATCH w", "'OK'"), ("A", "GET w", "'5'"),
-        ("A", "UNWATCH", "'OK'")]
+        ("A", "WATCH w", "'OK'"),
+        ("A", "GET w", "'4'"),
+        ("B", "WATCH w", "'OK'"),
+        ("B", "GET w", "'4'"),
+        ("B", "MULTI", "[5, 0]"),
+        ("A", "MULTI", "nil"),
+        ("A", "WATCH w", "'OK'"),
+        ("A", "GET w", "'5'"),
+        ("A", "UNWATCH", "'OK'"),
+    ]
     assert trace.results == {"A": False, "B": True} and trace.final_state == "w=5 (ttl)"
 
 
@@ -193,24 +241,35 @@ def test_ifeq_refuses_the_stale_write_and_rejects_on_retry_keeping_the_ttl(lab: 
     key, setup = one_slot_left(lab)
     trace = run_schedule(lab, pair(ifeq_allow, key), "ABABB", setup=setup, watch=[key])
     assert [(r.command, r.reply) for r in trace.rows][2:] == [
-        ("SET w 5 IFEQ 4 KEEPTTL", "'OK'"), ("SET w 5 IFEQ 4 KEEPTTL", "nil"), ("GET w", "'5'")]
+        ("SET w 5 IFEQ 4 KEEPTTL", "'OK'"),
+        ("SET w 5 IFEQ 4 KEEPTTL", "nil"),
+        ("GET w", "'5'"),
+    ]
     assert trace.results == {"A": True, "B": False} and trace.final_state == "w=5 (ttl)"
 
 
 def bump(key: str, times: int):
     """Return an actor that writes 1, 2, ... times to key (keeping its TTL): each write breaks a WATCH or an IFEQ."""
+
     def actor(client) -> None:
         for value in range(1, times + 1):
             client.set(key, value, keepttl=True)
+
     return actor
 
 
-@pytest.mark.parametrize("limiter, schedule", [(watch_allow, "AABAAABA"), (ifeq_allow, "ABAABA")],
-                         ids=["watch", "ifeq"])
-def test_optimistic_limiters_give_up_after_max_attempts_without_writing(lab: Lab, limiter, schedule) -> None:
+@pytest.mark.parametrize(
+    "limiter, schedule", [(watch_allow, "AABAAABA"), (ifeq_allow, "ABAABA")], ids=["watch", "ifeq"]
+)
+def test_optimistic_limiters_give_up_after_max_attempts_without_writing(
+    lab: Lab, limiter, schedule
+) -> None:
     needs_ifeq(lab, limiter)
     key = lab.key("w")
-    actors = {"A": partial(limiter, key=key, limit=1000, window=WINDOW, max_attempts=2), "B": bump(key, 2)}
+    actors = {
+        "A": partial(limiter, key=key, limit=1000, window=WINDOW, max_attempts=2),
+        "B": bump(key, 2),
+    }
     with ScheduleRun(lab, actors, setup=lambda c: c.set(key, "0", ex=WINDOW), watch=[key]) as run:
         *steps, last = schedule
         for name in steps:
@@ -224,12 +283,15 @@ def test_optimistic_limiters_give_up_after_max_attempts_without_writing(lab: Lab
 def test_incr_first_leaves_a_counter_without_ttl_if_its_client_dies_after_incr(lab: Lab) -> None:
     key = lab.key("w")
     for limiter, ttl_left in ((incr_first_allow, False), (multi_allow, True)):
-        with ScheduleRun(lab, {"A": partial(limiter, key=key, limit=5, window=WINDOW)}, watch=[key]) as run:
+        with ScheduleRun(
+            lab, {"A": partial(limiter, key=key, limit=5, window=WINDOW)}, watch=[key]
+        ) as run:
             run.step("A")  # one round trip, then the client dies
         assert (lab.client().ttl(key) > 0) is ttl_left, limiter.__name__
 
 
 # --- every schedule -------------------------------------------------------------------------------
+
 
 def test_explorer_finds_4_of_6_bad_schedules_for_the_naive_limiter(lab: Lab) -> None:
     key, setup = one_slot_left(lab)
@@ -245,9 +307,11 @@ def test_explorer_finds_4_of_6_schedules_losing_an_update(lab: Lab) -> None:
     assert (found.total, found.bad_count) == (6, 4)
 
 
-@pytest.mark.parametrize("limiter, total", [(lua_allow, 2), (watch_allow, 20), (incr_first_allow, 2),
-                                            (multi_allow, 2), (ifeq_allow, 6)],
-                         ids=lambda x: getattr(x, "__name__", str(x)))
+@pytest.mark.parametrize(
+    "limiter, total",
+    [(lua_allow, 2), (watch_allow, 20), (incr_first_allow, 2), (multi_allow, 2), (ifeq_allow, 6)],
+    ids=lambda x: getattr(x, "__name__", str(x)),
+)
 def test_explorer_finds_no_bad_schedule_for_each_fix(lab: Lab, limiter, total: int) -> None:
     needs_ifeq(lab, limiter)
     key, setup = one_slot_left(lab)
@@ -258,18 +322,26 @@ def test_explorer_finds_no_bad_schedule_for_each_fix(lab: Lab, limiter, total: i
 
 # --- threads --------------------------------------------------------------------------------------
 
+
 def test_naive_limiter_overshoots_on_every_lockstep_run(lab: Lab) -> None:
     key = lab.key("w")
     for _ in range(3):
         lab.client().delete(key)
-        result = run_clients(lab, partial(naive_allow, key=key, limit=50, window=WINDOW), clients=8,
-                             iterations=25, mode="lockstep")
+        result = run_clients(
+            lab,
+            partial(naive_allow, key=key, limit=50, window=WINDOW),
+            clients=8,
+            iterations=25,
+            mode="lockstep",
+        )
         assert result.count(True) > 50
 
 
 def test_lost_updates_under_lockstep_threads(lab: Lab) -> None:
     key = lab.key("n")
-    run_clients(lab, partial(lost_update_increment, key=key), clients=8, iterations=10, mode="lockstep")
+    run_clients(
+        lab, partial(lost_update_increment, key=key), clients=8, iterations=10, mode="lockstep"
+    )
     assert int(lab.client().get(key)) < 80
 
 
@@ -277,8 +349,13 @@ def test_lost_updates_under_lockstep_threads(lab: Lab) -> None:
 def test_fixes_admit_exactly_the_limit_under_the_same_lockstep_load(lab: Lab, limiter) -> None:
     needs_ifeq(lab, limiter)
     key = lab.key("w")
-    result = run_clients(lab, partial(limiter, key=key, limit=50, window=WINDOW), clients=8, iterations=25,
-                         mode="lockstep")
+    result = run_clients(
+        lab,
+        partial(limiter, key=key, limit=50, window=WINDOW),
+        clients=8,
+        iterations=25,
+        mode="lockstep",
+    )
     assert (result.count(True), result.count(False)) == (50, 150)
     assert 0 < lab.client().ttl(key) <= WINDOW
     assert (result.retries > 0) is (limiter in (watch_allow, ifeq_allow))  # only these retry
@@ -293,16 +370,25 @@ def test_limiters_work_on_a_cluster(cluster_lab: Lab, limiter) -> None:
 
 # --- one function object everywhere ---------------------------------------------------------------
 
+
 def notebook_strategies() -> set[str]:
     """Return the names of races.ratelimit functions that notebook 01's code cells use (as rl.NAME)."""
     cells = json.loads(NOTEBOOK.read_text())["cells"]
     names = set()
     for source in ("".join(c["source"]) for c in cells if c["cell_type"] == "code"):
-        source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+        source = "\n".join(
+            "" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines()
+        )
         for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "rl":
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "rl"
+            ):
                 names.add(node.attr)
-    return {n for n in names if callable(getattr(rl, n, None)) and n.endswith(("_allow", "_increment"))}
+    return {
+        n for n in names if callable(getattr(rl, n, None)) and n.endswith(("_allow", "_increment"))
+    }
 
 
 def test_every_strategy_of_notebook_01_is_checked_below() -> None:
@@ -313,7 +399,9 @@ def test_every_strategy_of_notebook_01_is_checked_below() -> None:
 def test_one_function_object_is_interleaved_explored_threaded_and_benchmarked(lab: Lab, fn) -> None:
     needs_ifeq(lab, fn)
     key = lab.key("w")
-    kwargs = {"key": key} if fn is lost_update_increment else {"key": key, "limit": 5, "window": WINDOW}
+    kwargs = (
+        {"key": key} if fn is lost_update_increment else {"key": key, "limit": 5, "window": WINDOW}
+    )
     strategy = partial(fn, **kwargs)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # plain_client_watch_allow's trap

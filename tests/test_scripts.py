@@ -2,7 +2,7 @@
 
 import pytest
 
-from helpers.backend.scripts import LUA_DIR, HEADER_FIELDS, load_script, lua_path, script_header
+from helpers.backend.scripts import HEADER_FIELDS, LUA_DIR, load_script, lua_path, script_header
 
 LUA_FILES = sorted(LUA_DIR.glob("*.lua"))
 
@@ -14,7 +14,9 @@ def test_lua_directory_has_scripts():
 @pytest.mark.parametrize("path", LUA_FILES, ids=lambda p: p.name)
 def test_every_lua_file_starts_with_a_contract_header(path):
     header = script_header(path.stem)
-    assert header.startswith(f"{path.name}:"), f"{path.name}: header must start with '{path.name}: <purpose>'"
+    assert header.startswith(f"{path.name}:"), (
+        f"{path.name}: header must start with '{path.name}: <purpose>'"
+    )
     for field in HEADER_FIELDS:
         assert field in header, f"{path.name}: header lacks {field}"
     assert len(header.splitlines()) >= 4
@@ -26,7 +28,9 @@ def test_unknown_script_name_lists_the_known_ones():
 
 
 def test_script_reloads_itself_after_noscript(owned_server, tmp_path, monkeypatch):
-    (tmp_path / "echo_arg.lua").write_text("-- echo_arg.lua: test\n-- KEYS none\n-- ARGV[1]\n-- Returns: ARGV[1]\nreturn ARGV[1]\n")
+    (tmp_path / "echo_arg.lua").write_text(
+        "-- echo_arg.lua: test\n-- KEYS none\n-- ARGV[1]\n-- Returns: ARGV[1]\nreturn ARGV[1]\n"
+    )
     monkeypatch.setattr("helpers.backend.scripts.LUA_DIR", tmp_path)
     c = owned_server.client(decode_responses=True)
     script = load_script(c, "echo_arg")
@@ -59,7 +63,9 @@ def test_fcall_reloading_survives_another_run_deleting_the_library(lab):
         assert delete_library(other_run, "demo_library") is True  # the other run's cleanup
         assert fcall_reloading(client, "demo_library", "racelab_demo_hit", [hits], [3]) == 5
         client.hset(lab.key("hash"), "f", "v")
-        with pytest.raises(redis.ResponseError, match="(?i)wrong|hash|number|integer"):  # other errors propagate
+        with pytest.raises(
+            redis.ResponseError, match="(?i)wrong|hash|number|integer"
+        ):  # other errors propagate
             fcall_reloading(client, "demo_library", "racelab_demo_hit", [lab.key("hash")], [1])
     finally:
         delete_library(client, "demo_library")

@@ -12,8 +12,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from helpers.backend.server import (_WATCHDOG, BINARY_VARIABLE, RedisServer, ServerNotFound, find_binary,
-                                    parse_version, server_description)
+from helpers.backend.server import (
+    _WATCHDOG,
+    BINARY_VARIABLE,
+    RedisServer,
+    ServerNotFound,
+    find_binary,
+    parse_version,
+    server_description,
+)
 
 
 def test_parse_version():
@@ -99,7 +106,9 @@ def _answers(port: int) -> bool:
 @pytest.mark.parametrize("shape", ["server", "cluster"])
 def test_no_server_outlives_a_kernel_killed_with_sigkill(shape):
     _need_binary()
-    kernel = subprocess.Popen([sys.executable, "-c", _KERNEL, shape], stdout=subprocess.PIPE, text=True)
+    kernel = subprocess.Popen(
+        [sys.executable, "-c", _KERNEL, shape], stdout=subprocess.PIPE, text=True
+    )
     try:
         nodes = [tuple(map(int, n.split(":"))) for n in kernel.stdout.readline().split()]
         assert len(nodes) == (3 if shape == "cluster" else 1)
@@ -144,7 +153,9 @@ def _fake_binary(tmp_path: Path, name: str, line: str) -> Path:
 
 
 def test_find_binary_says_which_version_it_found(tmp_path, monkeypatch):
-    old = _fake_binary(tmp_path, "redis-server", "Redis server v=7.0.15 sha=00000000:0 malloc=libc bits=64")
+    old = _fake_binary(
+        tmp_path, "redis-server", "Redis server v=7.0.15 sha=00000000:0 malloc=libc bits=64"
+    )
     monkeypatch.setenv(BINARY_VARIABLE, str(old))
     with pytest.raises(ServerNotFound, match=r"no redis-server >= 8\.4\.0 \(found: 7\.0\.15 at "):
         find_binary()
@@ -158,7 +169,9 @@ def test_the_binary_variable_is_the_only_server_considered(tmp_path, monkeypatch
 
 
 def test_server_description_names_the_product(tmp_path):
-    valkey = _fake_binary(tmp_path, "valkey-server", "Valkey server v=9.1.2 sha=00000000:1 malloc=libc")
+    valkey = _fake_binary(
+        tmp_path, "valkey-server", "Valkey server v=9.1.2 sha=00000000:1 malloc=libc"
+    )
     assert server_description(valkey) == "valkey-server 9.1.2"
     assert server_description(find_binary()).startswith("redis-server 8.")
 
@@ -170,8 +183,9 @@ def test_the_watchdog_kills_only_a_process_that_still_shows_the_port(mark, kille
     # pid went to another process meanwhile).
     stand_in = subprocess.Popen(["sleep", "4242"])
     read_end, write_end = os.pipe()
-    watchdog = subprocess.Popen(["sh", "-c", _WATCHDOG, "racelab-watchdog", str(stand_in.pid), mark],
-                                stdin=read_end)
+    watchdog = subprocess.Popen(
+        ["sh", "-c", _WATCHDOG, "racelab-watchdog", str(stand_in.pid), mark], stdin=read_end
+    )
     os.close(read_end)
     try:
         os.close(write_end)
@@ -185,7 +199,9 @@ def test_the_watchdog_kills_only_a_process_that_still_shows_the_port(mark, kille
 
 def test_a_valkey_binary_counts_as_the_redis_it_forked_from(tmp_path, monkeypatch):
     # Valkey 9.1.2 is not Redis 9: it has no DELEX or DIGEST. Its Redis is 7.2.4.
-    valkey = _fake_binary(tmp_path, "valkey-server", "Valkey server v=9.1.2 sha=00000000:1 malloc=libc")
+    valkey = _fake_binary(
+        tmp_path, "valkey-server", "Valkey server v=9.1.2 sha=00000000:1 malloc=libc"
+    )
     monkeypatch.setenv(BINARY_VARIABLE, str(valkey))
     with pytest.raises(ServerNotFound, match=r"found: Valkey 9\.1\.2 \(Redis 7\.2\.4\) at "):
         find_binary()

@@ -105,6 +105,7 @@ def limiter_invariant(key: str):
     def at_most_one_admitted(client, results) -> bool:
         """At most one of the two requests admitted (one slot was left)"""
         return list(results.values()).count(True) <= 1
+
     return at_most_one_admitted
 
 
@@ -112,6 +113,7 @@ def lock_invariant(key: str):
     def b_keeps_its_lock(client, results) -> bool:
         """If B took the lock, nobody removed it"""
         return results.get("B") != "holding" or client.get(key) == "tok-B"
+
     return b_keeps_its_lock
 
 
@@ -120,6 +122,7 @@ def dictionary_invariant(key: str, text: str):
         """Every client got the id the dictionary keeps for the text"""
         stored = client.hget(key, text)
         return all(stored is not None and int(stored) == r for r in results.values())
+
     return one_id_per_text
 
 
@@ -129,21 +132,32 @@ def dictionary_invariant(key: str, text: str):
 def limiter_stepper(lab: Lab, fn=naive_allow, **kwargs) -> Stepper:
     key = lab.key("demo")
     actor = partial(fn, key=key)
-    return Stepper(lab, {"A": actor, "B": actor}, setup=lambda c: c.set(key, LIMIT - 1), watch=[key],
-                   invariant=limiter_invariant(key), **kwargs)
+    return Stepper(
+        lab,
+        {"A": actor, "B": actor},
+        setup=lambda c: c.set(key, LIMIT - 1),
+        watch=[key],
+        invariant=limiter_invariant(key),
+        **kwargs,
+    )
 
 
 def lock_stepper(lab: Lab, holder=hold_then_blind_del) -> Stepper:
     key = lab.key("lock")
-    actors = {"A": partial(holder, key=key, token="tok-A"), "T": lease_expires(key, value="tok-A"),
-              "B": partial(take, key=key, token="tok-B")}
+    actors = {
+        "A": partial(holder, key=key, token="tok-A"),
+        "T": lease_expires(key, value="tok-A"),
+        "B": partial(take, key=key, token="tok-B"),
+    }
     return Stepper(lab, actors, watch=[key], invariant=lock_invariant(key))
 
 
 def dictionary_stepper(lab: Lab, fn=naive_get_or_put) -> Stepper:
     key = lab.key("dict")
     actor = partial(fn, key=key, text="price")
-    return Stepper(lab, {"A": actor, "B": actor}, watch=[key], invariant=dictionary_invariant(key, "price"))
+    return Stepper(
+        lab, {"A": actor, "B": actor}, watch=[key], invariant=dictionary_invariant(key, "price")
+    )
 
 
 NAIVE_ABAB = """\
@@ -164,9 +178,18 @@ invariant (At most one of the two requests admitted (one slot was left)): BROKEN
 
 def test_naive_limiter_a_b_a_b_breaks_at_the_fourth_step(lab: Lab) -> None:
     with limiter_stepper(lab) as stepper:
-        assert stepper.invariant_holds is True and stepper.waiting == {"A": "GET demo", "B": "GET demo"}
+        assert stepper.invariant_holds is True and stepper.waiting == {
+            "A": "GET demo",
+            "B": "GET demo",
+        }
         row = stepper.step("A")
-        assert (row.step, row.client, row.command, row.reply, row.state) == (1, "A", "GET demo", "'4'", "demo=4")
+        assert (row.step, row.client, row.command, row.reply, row.state) == (
+            1,
+            "A",
+            "GET demo",
+            "'4'",
+            "demo=4",
+        )
         stepper.step("B")
         assert stepper.waiting == {"A": "INCRBY demo 1", "B": "INCRBY demo 1"}
         stepper.step("A")
@@ -174,7 +197,9 @@ def test_naive_limiter_a_b_a_b_breaks_at_the_fourth_step(lab: Lab) -> None:
         stepper.step("B")
         assert stepper.invariant_holds is False and stepper.broken_at == 4
         assert stepper.verdicts == [True, True, True, True, False]
-        assert stepper.results == {"A": True, "B": True} and stepper.finished and stepper.waiting == {}
+        assert (
+            stepper.results == {"A": True, "B": True} and stepper.finished and stepper.waiting == {}
+        )
         assert stepper.trace.schedule == "ABAB" and stepper.trace.final_state == "demo=6"
         assert str(stepper) == NAIVE_ABAB
 
@@ -240,14 +265,28 @@ def test_an_invariant_that_needs_every_result_says_how_to_fix_it(lab: Lab) -> No
     key = lab.key("demo")
     actor = partial(naive_allow, key=key)
     setup = lambda c: c.set(key, 4)  # noqa: E731
-    with pytest.raises(InvariantError, match=r"KeyError.*after step 0.*use results.get\(name\), or .*final_only"):
-        Stepper(lab, {"A": actor, "B": actor}, setup=setup, watch=[key],
-                invariant=lambda client, results: results["B"] is not True)
-    a_first = Stepper(lab, {"A": actor, "B": actor}, setup=setup, watch=[key],
-                      invariant=lambda client, results: not results or results["A"] is True)
+    with pytest.raises(
+        InvariantError, match=r"KeyError.*after step 0.*use results.get\(name\), or .*final_only"
+    ):
+        Stepper(
+            lab,
+            {"A": actor, "B": actor},
+            setup=setup,
+            watch=[key],
+            invariant=lambda client, results: results["B"] is not True,
+        )
+    a_first = Stepper(
+        lab,
+        {"A": actor, "B": actor},
+        setup=setup,
+        watch=[key],
+        invariant=lambda client, results: not results or results["A"] is True,
+    )
     with a_first:
         a_first.step("B")
-        with pytest.raises(InvariantError, match=r"KeyError: 'A' after step 2 \(finished so far: B"):
+        with pytest.raises(
+            InvariantError, match=r"KeyError: 'A' after step 2 \(finished so far: B"
+        ):
             a_first.step("B")
         assert a_first.steps == ["B", "B"] and a_first.invariant_holds is None  # the step did run
 
@@ -264,12 +303,20 @@ def test_final_only_judges_once_every_actor_has_finished(lab: Lab) -> None:
         """The counter counts both visits"""
         return client.get(key) == "2"
 
-    with Stepper(lab, {"A": lost_update, "B": lost_update}, watch=[key], invariant=both_counted,
-                 final_only=True) as stepper:
+    with Stepper(
+        lab,
+        {"A": lost_update, "B": lost_update},
+        watch=[key],
+        invariant=both_counted,
+        final_only=True,
+    ) as stepper:
         stepper.play("ABA")
         assert stepper.verdicts == [None, None, None, None]
-        assert stepper.invariant_words() == "invariant (The counter counts both visits): checked once every " \
-                                            "client has finished"
+        assert (
+            stepper.invariant_words()
+            == "invariant (The counter counts both visits): checked once every "
+            "client has finished"
+        )
         stepper.step("B")
         assert stepper.invariant_holds is False and stepper.broken_at == 4
         stepper.play("AABB")
@@ -329,15 +376,20 @@ def test_blind_del_after_the_lease_ran_out_removes_b_s_lock(lab: Lab) -> None:
     with lock_stepper(lab) as stepper:
         assert stepper.waiting["T"] == "(clock) TTL of lock runs out"
         stepper.step("A")
-        assert stepper.waiting == {"A": "DEL lock", "T": "(clock) TTL of lock runs out",
-                                   "B": "SET lock tok-B NX PX 30000"}
+        assert stepper.waiting == {
+            "A": "DEL lock",
+            "T": "(clock) TTL of lock runs out",
+            "B": "SET lock tok-B NX PX 30000",
+        }
         assert stepper.step("T").reply == "'TTL ran out: key expired'"
         assert stepper.step("B").state == "lock=tok-B (ttl)"
         assert stepper.invariant_holds is True and stepper.results["B"] == "holding"
         row = stepper.step("A")
         assert (row.command, row.reply, row.state) == ("DEL lock", "1", "lock=nil")
         assert stepper.invariant_holds is False and stepper.broken_at == 4
-        assert "invariant (If B took the lock, nobody removed it): BROKEN after step 4" in str(stepper)
+        assert "invariant (If B took the lock, nobody removed it): BROKEN after step 4" in str(
+            stepper
+        )
 
 
 def test_blind_del_breaks_in_exactly_one_schedule(lab: Lab) -> None:
@@ -354,7 +406,11 @@ def test_checked_release_keeps_b_s_lock_on_every_schedule(lab: Lab) -> None:
     with lock_stepper(lab, hold_then_checked_del) as stepper:
         stepper.play("ATBA")
         assert stepper.verdicts == [True] * 5
-        assert stepper.results == {"A": "not mine any more", "T": "TTL ran out: key expired", "B": "holding"}
+        assert stepper.results == {
+            "A": "not mine any more",
+            "T": "TTL ran out: key expired",
+            "B": "holding",
+        }
         stepper.reset()
         assert stepper.explore_from_here().bad_count == 0
 
@@ -397,8 +453,13 @@ def test_widget_buttons_call_step_reset_and_explore(lab: Lab) -> None:
         assert isinstance(box, ipywidgets.VBox) and stepper.widget() is box
         view = stepper._view
         buttons = view.buttons
-        assert set(buttons) == {"A", "B"} and all(isinstance(b, ipywidgets.Button) for b in buttons.values())
-        assert buttons["A"].description == "A: next round trip" and buttons["A"].tooltip == "sends GET demo"
+        assert set(buttons) == {"A", "B"} and all(
+            isinstance(b, ipywidgets.Button) for b in buttons.values()
+        )
+        assert (
+            buttons["A"].description == "A: next round trip"
+            and buttons["A"].tooltip == "sends GET demo"
+        )
         for name in "ABA":
             buttons[name].click()
         assert stepper.steps == ["A", "B", "A"]
@@ -410,8 +471,13 @@ def test_widget_buttons_call_step_reset_and_explore(lab: Lab) -> None:
         assert stepper.steps == [] and not buttons["A"].disabled
         assert buttons["A"].description == "A: next round trip"
         view.explore_button.click()
-        assert "every schedule from here (the start): 4 of 6 break the invariant" in view.picture.value
-        assert view.explore_button.description == "Show every schedule" and not view.explore_button.disabled
+        assert (
+            "every schedule from here (the start): 4 of 6 break the invariant" in view.picture.value
+        )
+        assert (
+            view.explore_button.description == "Show every schedule"
+            and not view.explore_button.disabled
+        )
 
 
 def test_widget_shows_an_error_instead_of_raising(lab: Lab) -> None:
@@ -420,7 +486,9 @@ def test_widget_shows_an_error_instead_of_raising(lab: Lab) -> None:
         view = stepper._view
         view.buttons["A"].click()
         view.buttons["A"].click()
-        view.buttons["A"].click()  # disabled in a browser; a programmatic click still reaches the handler
+        view.buttons[
+            "A"
+        ].click()  # disabled in a browser; a programmatic click still reaches the handler
         assert "has already finished" in view.error.value and stepper.steps == ["A", "A"]
         view.buttons["B"].click()
         assert view.error.value == ""
@@ -445,7 +513,13 @@ def test_a_closed_stepper_says_so_and_reset_starts_it_again(lab: Lab) -> None:
         stepper.close()
         with pytest.raises(ScheduleError, match=r"closed \(reset\(\) starts it again\)"):
             stepper.step("A")
-        assert view.buttons["A"].disabled and view.explore_button.disabled and not view.reset_button.disabled
-        assert "closed" in view.error.value and "GET demo" in view.picture.value  # the last picture stays
+        assert (
+            view.buttons["A"].disabled
+            and view.explore_button.disabled
+            and not view.reset_button.disabled
+        )
+        assert (
+            "closed" in view.error.value and "GET demo" in view.picture.value
+        )  # the last picture stays
         view.reset_button.click()
         assert stepper.steps == [] and not view.buttons["A"].disabled and view.error.value == ""

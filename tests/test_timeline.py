@@ -7,8 +7,15 @@ from pathlib import Path
 import pytest
 from matplotlib.figure import Figure
 
-from helpers.instruments.history import (EXPIRY_SLACK_NS, Op, Span, hold_spans, lease_span, overlaps,
-                                         spans_of)
+from helpers.instruments.history import (
+    EXPIRY_SLACK_NS,
+    Op,
+    Span,
+    hold_spans,
+    lease_span,
+    overlaps,
+    spans_of,
+)
 from helpers.instruments.plots import plot_timeline
 
 MS = 1_000_000
@@ -31,7 +38,11 @@ def test_touching_spans_and_spans_of_one_client_do_not_overlap() -> None:
 def test_a_long_span_overlaps_every_later_holder() -> None:
     long, *short = [Span("A", 0, 100), Span("B", 10, 20), Span("C", 30, 40), Span("B", 50, 60)]
     found = overlaps([long, *short])
-    assert [(o.second.client, o.start_ns, o.end_ns) for o in found] == [("B", 10, 20), ("C", 30, 40), ("B", 50, 60)]
+    assert [(o.second.client, o.start_ns, o.end_ns) for o in found] == [
+        ("B", 10, 20),
+        ("C", 30, 40),
+        ("B", 50, 60),
+    ]
 
 
 def test_three_holders_at_once_give_three_pairs() -> None:
@@ -49,19 +60,29 @@ def test_spans_of_takes_ops_with_one_label() -> None:
 
 
 def test_hold_spans_run_from_acquire_end_to_release_start() -> None:
-    history = [Op(0, "acquire", 0, 2, True), Op(0, "work", 2, 8), Op(0, "release", 9, 11, 1),
-               Op(1, "acquire", 1, 3, False), Op(1, "acquire", 4, 6, True), Op(1, "release", 12, 13, 0),
-               Op(2, "acquire", 5, 7, True)]
-    spans = hold_spans(history, acquired=lambda op: op.label == "acquire" and op.result is True,
-                       released=lambda op: op.label == "release")
+    history = [
+        Op(0, "acquire", 0, 2, True),
+        Op(0, "work", 2, 8),
+        Op(0, "release", 9, 11, 1),
+        Op(1, "acquire", 1, 3, False),
+        Op(1, "acquire", 4, 6, True),
+        Op(1, "release", 12, 13, 0),
+        Op(2, "acquire", 5, 7, True),
+    ]
+    spans = hold_spans(
+        history,
+        acquired=lambda op: op.label == "acquire" and op.result is True,
+        released=lambda op: op.label == "release",
+    )
     assert spans == [Span(0, 2, 9), Span(1, 6, 12), Span(2, 7, 7, "holds lock (never released)")]
     assert [(o.first.client, o.second.client) for o in overlaps(spans)] == [(0, 1)]
 
 
 def test_lease_span_ends_at_letting_go_or_at_the_surest_end_of_the_lease() -> None:
     assert lease_span("A", 0, 1 * MS, 5 * MS, 10 * MS) == Span("A", 1 * MS, 5 * MS, "valid lease")
-    assert lease_span("A", 0, 1 * MS, 50 * MS, 10 * MS) == Span("A", 1 * MS, 10 * MS - EXPIRY_SLACK_NS,
-                                                                "valid lease")
+    assert lease_span("A", 0, 1 * MS, 50 * MS, 10 * MS) == Span(
+        "A", 1 * MS, 10 * MS - EXPIRY_SLACK_NS, "valid lease"
+    )
 
 
 def test_lease_span_is_none_when_the_grant_came_back_after_the_lease_surely_ended() -> None:
@@ -70,15 +91,23 @@ def test_lease_span_is_none_when_the_grant_came_back_after_the_lease_surely_ende
 
 def test_lease_spans_overlap_only_when_two_valid_leases_meet() -> None:
     stalled = lease_span("A", 0, 1 * MS, 60 * MS, 10 * MS)  # let go long after its lease ended
-    after = lease_span("B", 9 * MS, 10 * MS, 15 * MS, 10 * MS)  # took the lock once A's lease ran out
+    after = lease_span(
+        "B", 9 * MS, 10 * MS, 15 * MS, 10 * MS
+    )  # took the lock once A's lease ran out
     assert overlaps([stalled, after]) == []
     inside = lease_span("C", 12 * MS, 13 * MS, 20 * MS, 10 * MS)  # got in while B's lease was valid
-    assert [(o.first.client, o.second.client) for o in overlaps([stalled, after, inside])] == [("B", "C")]
+    assert [(o.first.client, o.second.client) for o in overlaps([stalled, after, inside])] == [
+        ("B", "C")
+    ]
 
 
 def test_timeline_renders_lanes_ops_and_overlaps_to_png(tmp_path: Path) -> None:
-    history = [Op(0, "acquire", 0, 1_000_000, True), Op(0, "release", 8_000_000, 9_000_000),
-               Op(1, "acquire", 4_000_000, 5_000_000, True), Op(1, "release", 12_000_000, 13_000_000)]
+    history = [
+        Op(0, "acquire", 0, 1_000_000, True),
+        Op(0, "release", 8_000_000, 9_000_000),
+        Op(1, "acquire", 4_000_000, 5_000_000, True),
+        Op(1, "release", 12_000_000, 13_000_000),
+    ]
     spans = hold_spans(history, lambda op: op.label == "acquire", lambda op: op.label == "release")
     fig = plot_timeline(history, spans, title="Two holders", note="toy history")
     assert isinstance(fig, Figure)

@@ -59,8 +59,9 @@ _REFUSED_AFTER: dict[bytes, frozenset[bytes]] = {
 _NEEDS_EXISTING_KEY = frozenset({b"xx", b"ifeq", b"ifdeq"})
 
 
-def parse_set_options(args: tuple[bytes, ...], conditions_allowed: bool = True
-                      ) -> tuple[set[bytes], tuple[bytes, bytes] | None, tuple[bytes, bytes] | None]:
+def parse_set_options(
+    args: tuple[bytes, ...], conditions_allowed: bool = True
+) -> tuple[set[bytes], tuple[bytes, bytes] | None, tuple[bytes, bytes] | None]:
     """Return (flags seen, (expiry option, raw value) or None, (condition, operand) or None) for SET's options."""
     seen: set[bytes] = set()
     expiry: tuple[bytes, bytes] | None = None
@@ -69,8 +70,12 @@ def parse_set_options(args: tuple[bytes, ...], conditions_allowed: bool = True
     while i < len(args):
         opt = null_terminate(args[i])  # lower-cased, cut at the first NUL
         refused = _REFUSED_AFTER.get(opt)
-        if (refused is None or seen & refused or (opt in _TAKES_A_VALUE and i + 1 >= len(args))
-                or (opt in _CONDITIONS and not conditions_allowed)):
+        if (
+            refused is None
+            or seen & refused
+            or (opt in _TAKES_A_VALUE and i + 1 >= len(args))
+            or (opt in _CONDITIONS and not conditions_allowed)
+        ):
             raise SimpleError(msgs.SYNTAX_ERROR_MSG)
         seen.add(opt)
         if opt in _EXPIRIES:
@@ -108,7 +113,9 @@ class Redis84Socket(FakeSocket):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._watched_expiry: dict[tuple[bytes, Any], float] = {}  # (key, db) -> expiry seen at WATCH
+        self._watched_expiry: dict[
+            tuple[bytes, Any], float
+        ] = {}  # (key, db) -> expiry seen at WATCH
 
     def watch(self, *keys: CommandItem) -> Any:
         """WATCH, remembering the expiry of every watched key that has one and is alive now."""
@@ -126,7 +133,9 @@ class Redis84Socket(FakeSocket):
     def exec_(self, *conditions: bytes) -> Any:
         """EXEC; nil (aborted) if a key alive at WATCH has expired since (a TTL change would have
         been a write, which aborts anyway)."""
-        if self._transaction is not None and any(expiry < db.time for (_, db), expiry in self._watched_expiry.items()):
+        if self._transaction is not None and any(
+            expiry < db.time for (_, db), expiry in self._watched_expiry.items()
+        ):
             self._watch_notified = True
         return super().exec_(*conditions)
 
@@ -171,6 +180,10 @@ class Redis84Connection(FakeRedisConnection):
     def _connect(self) -> Redis84Socket:
         if not self._server.connected:
             raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
-        return Redis84Socket(self._server, db=self.db, client_class=self._client_class,
-                             lua_modules=self._lua_modules, client_info=self._client_info)
-
+        return Redis84Socket(
+            self._server,
+            db=self.db,
+            client_class=self._client_class,
+            lua_modules=self._lua_modules,
+            client_info=self._client_info,
+        )

@@ -102,7 +102,8 @@ _WHOLE_SERVER = {
 # assembled at run time is not seen: the ACL user refuses those.
 _SCRIPT_REFUSED = re.compile(
     rb"""(['"]|\[=*\[)\s*(flushall|flushdb|swapdb|move|select|migrate)\s*(['"]|\]=*\])""",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 # Where the script body is among the normalised words: EVAL body ..., SCRIPT LOAD body, FUNCTION LOAD [REPLACE] body.
 _SCRIPT_BODY = {"EVAL": 1, "EVAL_RO": 1, "SCRIPT LOAD": -1, "FUNCTION LOAD": -1}
 
@@ -161,22 +162,33 @@ def _reason(words: list[bytes]) -> tuple[str, str] | None:
     if one in _WHOLE_SERVER:
         return one, _WHOLE_SERVER[one]
     if one == "COPY" and any(w.upper() == b"DB" for w in words[3:]):
-        return "COPY ... DB", "copies a key into another database, where the run's prefix and cleanup do not reach"
+        return (
+            "COPY ... DB",
+            "copies a key into another database, where the run's prefix and cleanup do not reach",
+        )
     what = two if two in _SCRIPT_BODY else one
     body_at = _SCRIPT_BODY.get(what)
     if body_at is not None and len(words) > (1 if body_at > 0 else 2):
         found = _SCRIPT_REFUSED.search(words[body_at])
         if found:
-            return what, f"runs a Lua script that calls {found.group(2).decode().upper()}, which can reach every key"
+            return (
+                what,
+                f"runs a Lua script that calls {found.group(2).decode().upper()}, which can reach every key",
+            )
     if two == "FUNCTION DELETE" and len(words) > 2:
         lib = words[2].decode("utf-8", "replace")
         if not lib.startswith(SUITE_LIBRARY_PREFIX):
-            return two, f"deletes library {lib!r}, which is not one of the suite's ({SUITE_LIBRARY_PREFIX}*)"
+            return (
+                two,
+                f"deletes library {lib!r}, which is not one of the suite's ({SUITE_LIBRARY_PREFIX}*)",
+            )
     if two == "FUNCTION LOAD" and len(words) > 2:
         lib = _library_name(words[-1])
         if not lib.startswith(SUITE_LIBRARY_PREFIX):
-            return two, (f"loads library {lib!r}; the suite only loads libraries named "
-                         f"{SUITE_LIBRARY_PREFIX}*, so it cannot replace somebody else's")
+            return two, (
+                f"loads library {lib!r}; the suite only loads libraries named "
+                f"{SUITE_LIBRARY_PREFIX}*, so it cannot replace somebody else's"
+            )
     return None
 
 
@@ -184,10 +196,15 @@ _PLAIN_NAME = re.compile(r"[A-Za-z_]+")
 
 
 def _first_words() -> frozenset[str]:
-    return frozenset({name.split()[0] for name in _WHOLE_SERVER} | {"COPY", "EVAL", "EVAL_RO", "SCRIPT", "FUNCTION"})
+    return frozenset(
+        {name.split()[0] for name in _WHOLE_SERVER}
+        | {"COPY", "EVAL", "EVAL_RO", "SCRIPT", "FUNCTION"}
+    )
 
 
-_CHECKED_FIRST_WORDS = _first_words()  # a command whose name is none of these passes without more ado
+_CHECKED_FIRST_WORDS = (
+    _first_words()
+)  # a command whose name is none of these passes without more ado
 
 
 def check_command(args: Iterable[Any], owned: bool) -> None:
@@ -196,8 +213,11 @@ def check_command(args: Iterable[Any], owned: bool) -> None:
         return
     args = tuple(args)
     first = args[0] if args else ""
-    if (isinstance(first, str) and _PLAIN_NAME.fullmatch(first)
-            and first.upper() not in _CHECKED_FIRST_WORDS):
+    if (
+        isinstance(first, str)
+        and _PLAIN_NAME.fullmatch(first)
+        and first.upper() not in _CHECKED_FIRST_WORDS
+    ):
         return  # the common case (GET, SET, EVALSHA, ...), decided without decoding anything
     words = command_words(args)
     refused = _reason(words) if words else None
@@ -206,13 +226,16 @@ def check_command(args: Iterable[Any], owned: bool) -> None:
         raise UnsafeCommandError(
             f"refusing {what}: it {why}, and this server was not started by the suite. "
             f"The suite only touches keys under its own prefix on a server it does not own. "
-            f"Run against a throwaway server (RACELAB_BACKEND=real) or the embedded backend instead.")
+            f"Run against a throwaway server (RACELAB_BACKEND=real) or the embedded backend instead."
+        )
 
 
 # ----------------------------------------------------------------------------------------------
 # Library names: a racelab* library on the server that is not the suite's code is not the suite's.
 
-_LOADED_HERE: dict[str, set[bytes]] = {}  # library name -> code this process sent with FUNCTION LOAD
+_LOADED_HERE: dict[
+    str, set[bytes]
+] = {}  # library name -> code this process sent with FUNCTION LOAD
 
 
 def suite_libraries() -> dict[str, bytes]:
@@ -243,10 +266,13 @@ def library_code(connection_class: type, options: dict[str, Any], name: str) -> 
 
     Asked on a connection of its own, so a client's counted round trips and its gate never see it.
     """
-    side = redis.ConnectionPool(connection_class=connection_class, **{**options, "decode_responses": False})
+    side = redis.ConnectionPool(
+        connection_class=connection_class, **{**options, "decode_responses": False}
+    )
     try:
         listing = redis.Redis(connection_pool=side).execute_command(
-            "FUNCTION", "LIST", "LIBRARYNAME", escape_glob(name), "WITHCODE")
+            "FUNCTION", "LIST", "LIBRARYNAME", escape_glob(name), "WITHCODE"
+        )
     finally:
         side.disconnect()
     for entry in listing or []:
@@ -256,14 +282,21 @@ def library_code(connection_class: type, options: dict[str, Any], name: str) -> 
     return None
 
 
-def check_library_change(args: tuple[Any, ...], code_on_server: Callable[[str], bytes | None]) -> None:
+def check_library_change(
+    args: tuple[Any, ...], code_on_server: Callable[[str], bytes | None]
+) -> None:
     """Raise ForeignLibraryError before FUNCTION LOAD REPLACE or FUNCTION DELETE of a library that is not the suite's.
 
     code_on_server(name) returns the library's code on the server the command goes to (None if
     absent). A new FUNCTION LOAD (no REPLACE) is left to the server, which refuses a name already taken.
     """
     first = args[0] if args else ""
-    if not _as_bytes(first if not isinstance(first, str) else first[:16]).lstrip().upper().startswith(b"FUNCTION"):
+    if (
+        not _as_bytes(first if not isinstance(first, str) else first[:16])
+        .lstrip()
+        .upper()
+        .startswith(b"FUNCTION")
+    ):
         return
     words = command_words(args)
     two = _name(words)[1]
@@ -284,11 +317,13 @@ def check_library_change(args: tuple[Any, ...], code_on_server: Callable[[str], 
             f"refusing to {doing} function library {name!r}: the server holds a library of that name whose "
             f"code is not byte for byte the suite's (lua/), so it belongs to somebody else (or to another "
             f"version of the suite). It was left as it is. Ask its owner to remove it, or use a throwaway "
-            f"server (RACELAB_BACKEND=real).")
+            f"server (RACELAB_BACKEND=real)."
+        )
 
 
 # ----------------------------------------------------------------------------------------------
 # Hand-packed commands: what send_packed_command is given when no pack_command made it.
+
 
 def packed_commands(data: Any) -> list[list[bytes]]:
     """Return the commands in RESP bytes (arrays of bulk strings); ValueError if that is not all they are."""
@@ -296,25 +331,26 @@ def packed_commands(data: Any) -> list[list[bytes]]:
         data = b"".join(_as_bytes(chunk) for chunk in data)
     data, commands, i = _as_bytes(data), [], 0
     while i < len(data):
-        if data[i:i + 1] != b"*":
+        if data[i : i + 1] != b"*":
             raise ValueError("not a RESP array (an inline command)")
         end = data.index(b"\r\n", i)
-        count, i, args = int(data[i + 1:end]), end + 2, []
+        count, i, args = int(data[i + 1 : end]), end + 2, []
         for _ in range(count):
-            if data[i:i + 1] != b"$":
+            if data[i : i + 1] != b"$":
                 raise ValueError("an array element that is not a bulk string")
             end = data.index(b"\r\n", i)
-            size = int(data[i + 1:end])
+            size = int(data[i + 1 : end])
             start, i = end + 2, end + 2 + size + 2
-            if size < 0 or i > len(data) or data[i - 2:i] != b"\r\n":
+            if size < 0 or i > len(data) or data[i - 2 : i] != b"\r\n":
                 raise ValueError("an incomplete bulk string")
-            args.append(data[start:start + size])
+            args.append(data[start : start + size])
         commands.append(args)
     return commands
 
 
 # ----------------------------------------------------------------------------------------------
 # The guarded connection: every way a client sends a command ends here.
+
 
 def _plain_base(cls: type) -> type:
     """Return the redis-py connection class under the suite's mixins (no guard, no mode counting)."""
@@ -332,7 +368,9 @@ class GuardedConnection:
     _racelab_connecting = 0  # > 0 while connect() runs
     _racelab_trusted = 0  # > 0 while send_command (already checked) sends what it packed
     _racelab_vetted: Any = None  # the last output of pack_command(s), checked when it was packed
-    _racelab_options: dict[str, Any] = {}  # the kwargs it was made with: where a side connection goes
+    _racelab_options: dict[
+        str, Any
+    ] = {}  # the kwargs it was made with: where a side connection goes
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -340,7 +378,9 @@ class GuardedConnection:
 
     def _racelab_vet(self, args: tuple[Any, ...]) -> None:
         check_command(args, owned=False)
-        check_library_change(args, lambda name: library_code(_plain_base(type(self)), self._racelab_options, name))
+        check_library_change(
+            args, lambda name: library_code(_plain_base(type(self)), self._racelab_options, name)
+        )
 
     def _racelab_setup(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         self._racelab_connecting += 1
@@ -386,7 +426,8 @@ class GuardedConnection:
             except ValueError as exc:
                 raise UnsafeCommandError(
                     f"refusing hand-packed bytes the guard cannot read ({exc}) on a server the suite does not "
-                    f"own; send commands as arguments (execute_command) instead") from None
+                    f"own; send commands as arguments (execute_command) instead"
+                ) from None
             for args in commands:
                 self._racelab_vet(tuple(args))
         super().send_packed_command(command, check_health)
@@ -409,7 +450,9 @@ def _guard_connection(conn: Any, options: dict[str, Any]) -> None:
 def guard_pool(pool: Any) -> None:
     """Make pool's future connections, and those it already holds, check every command; returns nothing."""
     pool.connection_class = guarded_connection_class(pool.connection_class)
-    held = list(getattr(pool, "_available_connections", ())) + list(getattr(pool, "_in_use_connections", ()))
+    held = list(getattr(pool, "_available_connections", ())) + list(
+        getattr(pool, "_in_use_connections", ())
+    )
     for conn in held:
         _guard_connection(conn, pool.connection_kwargs)
 
@@ -417,6 +460,7 @@ def guard_pool(pool: Any) -> None:
 # ----------------------------------------------------------------------------------------------
 # The guarded clients: the same check before a command is queued, so a pipeline fails at the line
 # that queued it; the connections they use check again (and the library names) before sending.
+
 
 class _Guarded:
     """Mixin: check every command before it is sent or queued."""
@@ -453,7 +497,9 @@ class GuardedRedis(_Guarded, redis.Redis):
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> GuardedPipeline:
         """Return a pipeline that carries the same guard."""
-        pipe = GuardedPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+        pipe = GuardedPipeline(
+            self.connection_pool, self.response_callbacks, transaction, shard_hint
+        )
         pipe.racelab_owned = self.racelab_owned
         return pipe
 
@@ -467,13 +513,16 @@ class GuardedRedisCluster(_Guarded, redis.cluster.RedisCluster):
 
     def __init__(self, *args, racelab_owned: bool = False, **kwargs):
         if not racelab_owned:
-            kwargs["connection_class"] = guarded_connection_class(kwargs.get("connection_class", redis.Connection))
+            kwargs["connection_class"] = guarded_connection_class(
+                kwargs.get("connection_class", redis.Connection)
+            )
         super().__init__(*args, **kwargs)
         self.racelab_owned = racelab_owned
         if not racelab_owned:
             nodes = self.nodes_manager
             nodes.connection_kwargs["connection_class"] = guarded_connection_class(
-                nodes.connection_kwargs.get("connection_class", redis.Connection))
+                nodes.connection_kwargs.get("connection_class", redis.Connection)
+            )
             for node in nodes.nodes_cache.values():
                 if node.redis_connection is not None:
                     guard_pool(node.redis_connection.connection_pool)

@@ -39,10 +39,16 @@ from helpers.backend.server import RedisClusterServer, RedisServer, is_owned_url
 # teaches. They are stable server commands; the warning is about redis-py's Python signature.
 # Repeated in every cell, it would bury the output the learner should read (and change with
 # redis-py versions, breaking nbval), so we filter exactly those two messages and no others.
-warnings.filterwarnings("ignore", message=r"Call to experimental method (delex|digest|digest_local)\b",
-                        category=UserWarning)
-warnings.filterwarnings("ignore", message=r"Call to '\w+' method with experimental usage of input argument",
-                        category=UserWarning)
+warnings.filterwarnings(
+    "ignore",
+    message=r"Call to experimental method (delex|digest|digest_local)\b",
+    category=UserWarning,
+)
+warnings.filterwarnings(
+    "ignore",
+    message=r"Call to '\w+' method with experimental usage of input argument",
+    category=UserWarning,
+)
 
 BACKENDS = ("embedded", "real", "cluster")
 
@@ -68,9 +74,11 @@ class TimedConnection(redis.Connection):
     """A redis.Connection whose timeouts say which server did not answer, and within what limit."""
 
     def _no_reply(self, exc: redis.TimeoutError, limit: float | None, doing: str) -> NoReply:
-        return NoReply(f"no reply from {self.host}:{self.port} within {limit} s {doing}: the server is "
-                       f"stopped (SIGSTOP), paused or overloaded, or a blocking command needs a longer "
-                       f"socket_timeout ({exc})")
+        return NoReply(
+            f"no reply from {self.host}:{self.port} within {limit} s {doing}: the server is "
+            f"stopped (SIGSTOP), paused or overloaded, or a blocking command needs a longer "
+            f"socket_timeout ({exc})"
+        )
 
     def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -91,8 +99,11 @@ class TimedConnection(redis.Connection):
 
 def client_defaults() -> dict[str, Any]:
     """Return the timeouts and the retry policy (none) every client of a real server gets by default."""
-    return {"socket_connect_timeout": CONNECT_TIMEOUT_S, "socket_timeout": REPLY_TIMEOUT_S,
-            "retry": Retry(NoBackoff(), RECONNECT_RETRIES)}
+    return {
+        "socket_connect_timeout": CONNECT_TIMEOUT_S,
+        "socket_timeout": REPLY_TIMEOUT_S,
+        "retry": Retry(NoBackoff(), RECONNECT_RETRIES),
+    }
 
 
 def redacted(url: str) -> str:
@@ -135,12 +146,26 @@ class Capabilities:
 # Errors that say the server refused a call *now* (out of memory, a read-only replica, a busy
 # script, still loading, ...), not that the command is missing. redis-py turns most of them into
 # classes and drops the code from the message; the rest keep their code as the first word.
-_REFUSED_NOW = (redis.exceptions.OutOfMemoryError, redis.exceptions.ReadOnlyError,
-                redis.exceptions.BusyLoadingError, redis.exceptions.TryAgainError,
-                redis.exceptions.ClusterDownError, redis.exceptions.MasterDownError,
-                redis.exceptions.NoScriptError)
-_REFUSED_NOW_CODES = ("OOM", "READONLY", "BUSY", "LOADING", "MISCONF", "MASTERDOWN", "TRYAGAIN",
-                      "CLUSTERDOWN", "NOREPLICAS")
+_REFUSED_NOW = (
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ReadOnlyError,
+    redis.exceptions.BusyLoadingError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.MasterDownError,
+    redis.exceptions.NoScriptError,
+)
+_REFUSED_NOW_CODES = (
+    "OOM",
+    "READONLY",
+    "BUSY",
+    "LOADING",
+    "MISCONF",
+    "MASTERDOWN",
+    "TRYAGAIN",
+    "CLUSTERDOWN",
+    "NOREPLICAS",
+)
 
 
 def raw_command(client: Any, *args: Any) -> Any:
@@ -214,16 +239,22 @@ def _probe(call: Any, known: bool | None, what: str, server: str) -> tuple[bool,
     except redis.RedisError as exc:  # a cluster client refuses a command its server did not list
         error = exc
     message = f"{type(error).__name__}: {error}"
-    refused_now = (isinstance(error, _REFUSED_NOW)
-                   or str(error).split(" ", 1)[0].upper() in _REFUSED_NOW_CODES)
+    refused_now = (
+        isinstance(error, _REFUSED_NOW) or str(error).split(" ", 1)[0].upper() in _REFUSED_NOW_CODES
+    )
     if isinstance(error, redis.exceptions.NoPermissionError):
         return False, f"this connection's user may not use {what} ({message})"
     if refused_now and known is not False:
         return True, f"{what} exists; the server refused the probe for now ({message})"
-    return False, f"{server} has no {what}" if known is False else f"{server}: {what} failed ({message})"
+    return (
+        False,
+        f"{server} has no {what}" if known is False else f"{server}: {what} failed ({message})",
+    )
 
 
-def probe_capabilities(client: Any, probe_key: str, cluster: bool, server: str = "this server") -> Capabilities:
+def probe_capabilities(
+    client: Any, probe_key: str, cluster: bool, server: str = "this server"
+) -> Capabilities:
     """Return the capabilities of the server behind client; writes nothing that survives.
 
     COMMAND INFO and COMMAND DOCS say whether a command or an option exists. A harmless call then
@@ -245,21 +276,44 @@ def probe_capabilities(client: Any, probe_key: str, cluster: bool, server: str =
         if not set_ifeq:
             notes.append(("set_ifeq", f"{server} has no SET ... IFEQ option"))
     else:  # IFEQ never creates a missing key
-        set_ifeq = check("set_ifeq", "set", lambda: client.execute_command("SET", probe_key, "v", "IFEQ", "x"),
-                         "SET ... IFEQ option")
+        set_ifeq = check(
+            "set_ifeq",
+            "set",
+            lambda: client.execute_command("SET", probe_key, "v", "IFEQ", "x"),
+            "SET ... IFEQ option",
+        )
     script_kill = bool(command_known(client, "script|kill"))
-    if not script_kill:  # never probed by calling it: on a shared server it would kill somebody's script
+    if (
+        not script_kill
+    ):  # never probed by calling it: on a shared server it would kill somebody's script
         notes.append(("script_kill", f"{server} has no SCRIPT KILL"))
     return Capabilities(
-        lua=check("lua", "eval", lambda: client.eval("return 1", 1, probe_key), "EVAL (Lua scripts)"),
-        functions=check("functions", "function|list",
-                        lambda: client.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "racelab-probe"),
-                        "FUNCTION (Lua libraries)"),
+        lua=check(
+            "lua", "eval", lambda: client.eval("return 1", 1, probe_key), "EVAL (Lua scripts)"
+        ),
+        functions=check(
+            "functions",
+            "function|list",
+            lambda: client.execute_command("FUNCTION", "LIST", "LIBRARYNAME", "racelab-probe"),
+            "FUNCTION (Lua libraries)",
+        ),
         set_ifeq=set_ifeq,
         # DELEX and DIGEST of a missing key change nothing.
-        delex=check("delex", "delex", lambda: client.execute_command("DELEX", probe_key), "DELEX command"),
-        digest=check("digest", "digest", lambda: client.execute_command("DIGEST", probe_key), "DIGEST command"),
-        eval_ro=check("eval_ro", "eval_ro", lambda: client.eval_ro("return 1", 1, probe_key), "EVAL_RO command"),
+        delex=check(
+            "delex", "delex", lambda: client.execute_command("DELEX", probe_key), "DELEX command"
+        ),
+        digest=check(
+            "digest",
+            "digest",
+            lambda: client.execute_command("DIGEST", probe_key),
+            "DIGEST command",
+        ),
+        eval_ro=check(
+            "eval_ro",
+            "eval_ro",
+            lambda: client.eval_ro("return 1", 1, probe_key),
+            "EVAL_RO command",
+        ),
         script_kill=script_kill,
         cluster=cluster,
         notes=tuple(notes),
@@ -287,14 +341,22 @@ class ServerIdentity:
 def identify(info: dict[str, Any]) -> ServerIdentity:
     """Return the server's identity from INFO server fields (server_name, valkey_version, redis_version)."""
     redis_version = _text(info.get("redis_version", ""))
-    name = _text(info.get("server_name") or ("valkey" if "valkey_version" in info else "redis")).lower()
+    name = _text(
+        info.get("server_name") or ("valkey" if "valkey_version" in info else "redis")
+    ).lower()
     version = _text(info.get(f"{name}_version") or redis_version)
     return ServerIdentity(name=name, version=version, redis_version=redis_version)
 
 
 def _server_identity(client: Any, server: Any) -> ServerIdentity:
-    if server is not None and hasattr(server, "version") and not isinstance(server, (RedisServer, RedisClusterServer)):
-        return ServerIdentity("fakeredis", ".".join(str(p) for p in server.version))  # no INFO there
+    if (
+        server is not None
+        and hasattr(server, "version")
+        and not isinstance(server, (RedisServer, RedisClusterServer))
+    ):
+        return ServerIdentity(
+            "fakeredis", ".".join(str(p) for p in server.version)
+        )  # no INFO there
     info = client.info("server")
     if isinstance(info, dict) and "redis_version" not in info:  # cluster: one dict per node
         info = next(iter(info.values()))
@@ -303,7 +365,12 @@ def _server_identity(client: Any, server: Any) -> ServerIdentity:
 
 def _is_cluster(url: str) -> bool:
     """Return True if the server at url runs in cluster mode; ServerUnavailable if it does not answer."""
-    options = {**client_defaults(), **parse_url(url), "retry": None, "connection_class": TimedConnection}
+    options = {
+        **client_defaults(),
+        **parse_url(url),
+        "retry": None,
+        "connection_class": TimedConnection,
+    }
     try:
         with redis.Redis(connection_pool=redis.ConnectionPool(**options)) as probe:
             try:
@@ -324,8 +391,10 @@ def _make_mode(mode: str | Mode, think_s: float) -> Mode:
         return Mode()
     if mode == "think":
         return Think(think_s)
-    raise ValueError(f"unknown client mode {mode!r}: use 'straight', 'think' or a Mode "
-                     f"(gated clients are made by run_schedule and explore)")
+    raise ValueError(
+        f"unknown client mode {mode!r}: use 'straight', 'think' or a Mode "
+        f"(gated clients are made by run_schedule and explore)"
+    )
 
 
 @dataclass
@@ -342,8 +411,14 @@ class Lab:
     caps: Capabilities = field(default_factory=Capabilities)
     server: ServerIdentity = field(default_factory=lambda: ServerIdentity("", ""))
 
-    def client(self, mode: str | Mode = "straight", think_s: float = 0.0, decode_responses: bool = True,
-               node: tuple[str, int] | None = None, **kwargs: Any) -> Any:
+    def client(
+        self,
+        mode: str | Mode = "straight",
+        think_s: float = 0.0,
+        decode_responses: bool = True,
+        node: tuple[str, int] | None = None,
+        **kwargs: Any,
+    ) -> Any:
         """Return a new independent client (its own connections) of the backend's server.
 
         ``mode`` decides the timing of its round trips (``helpers.backend.modes``): "straight"
@@ -356,22 +431,35 @@ class Lab:
         mode = _make_mode(mode, think_s)
         if self.kind == "embedded":
             base = embedded.connection_class()
-            c = embedded.new_client(self._server, decode_responses=decode_responses,
-                                    connection_class=connection_class_for(base, mode), **kwargs)
+            c = embedded.new_client(
+                self._server,
+                decode_responses=decode_responses,
+                connection_class=connection_class_for(base, mode),
+                **kwargs,
+            )
         elif (self.caps.cluster or self.kind == "cluster") and node is None:
-            c = GuardedRedisCluster.from_url(self.url, decode_responses=decode_responses,
-                                             racelab_owned=self.owns_server,
-                                             connection_class=connection_class_for(TimedConnection, mode),
-                                             **{**client_defaults(), **kwargs})
+            c = GuardedRedisCluster.from_url(
+                self.url,
+                decode_responses=decode_responses,
+                racelab_owned=self.owns_server,
+                connection_class=connection_class_for(TimedConnection, mode),
+                **{**client_defaults(), **kwargs},
+            )
             c.racelab_mode = mode
         else:
             single = kwargs.pop("single_connection_client", False)
             where = {} if node is None else {"host": node[0], "port": node[1]}
             options = {**client_defaults(), **parse_url(self.url), **where, **kwargs}
-            pool = redis.ConnectionPool(**options, decode_responses=decode_responses,
-                                        connection_class=connection_class_for(TimedConnection, mode))
-            c = GuardedRedis(connection_pool=pool, single_connection_client=single,
-                             racelab_owned=self.owns_server)
+            pool = redis.ConnectionPool(
+                **options,
+                decode_responses=decode_responses,
+                connection_class=connection_class_for(TimedConnection, mode),
+            )
+            c = GuardedRedis(
+                connection_pool=pool,
+                single_connection_client=single,
+                racelab_owned=self.owns_server,
+            )
             c.auto_close_connection_pool = True  # close() disconnects the pool made here
         self._clients.append(c)
         return c
@@ -386,14 +474,29 @@ class Lab:
 
     def describe(self) -> str:
         """Return a short human description: backend, server version, capabilities."""
-        where = {"embedded": "fakeredis in this process (no server needed)",
-                 "real": "a real server", "cluster": "a real cluster"}[self.kind]
-        owner = "started by the suite" if self.owns_server and self.kind != "embedded" else (
-            "in-process" if self.kind == "embedded" else "NOT started by the suite: only our keys are touched")
-        reported = (f" (INFO redis_version {self.server.redis_version})"
-                    if self.server.redis_version not in ("", self.version) else "")
-        return (f"backend: {self.kind} ({where}, {owner})\nserver: {self.server.label()}{reported}\n"
-                f"key prefix: {self.ns.prefix}\ncapabilities:\n{self.caps.table()}")
+        where = {
+            "embedded": "fakeredis in this process (no server needed)",
+            "real": "a real server",
+            "cluster": "a real cluster",
+        }[self.kind]
+        owner = (
+            "started by the suite"
+            if self.owns_server and self.kind != "embedded"
+            else (
+                "in-process"
+                if self.kind == "embedded"
+                else "NOT started by the suite: only our keys are touched"
+            )
+        )
+        reported = (
+            f" (INFO redis_version {self.server.redis_version})"
+            if self.server.redis_version not in ("", self.version)
+            else ""
+        )
+        return (
+            f"backend: {self.kind} ({where}, {owner})\nserver: {self.server.label()}{reported}\n"
+            f"key prefix: {self.ns.prefix}\ncapabilities:\n{self.caps.table()}"
+        )
 
     def cleanup(self) -> int:
         """Delete this run's keys (and nothing else); return how many were deleted."""
@@ -419,7 +522,7 @@ class Lab:
         if isinstance(self._server, (RedisServer, RedisClusterServer)):
             self._server.stop()
 
-    def __enter__(self) -> "Lab":
+    def __enter__(self) -> Lab:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -427,8 +530,13 @@ class Lab:
         self.close()
 
 
-def connect(notebook: str = "adhoc", backend: str | None = None, url: str | None = None,
-            run_id: str | None = None, owned: bool | None = None) -> Lab:
+def connect(
+    notebook: str = "adhoc",
+    backend: str | None = None,
+    url: str | None = None,
+    run_id: str | None = None,
+    owned: bool | None = None,
+) -> Lab:
     """Return a Lab for the selected backend (see module docstring for the order).
 
     ``owned`` says whether the server at ``url`` may take destructive commands; by default
@@ -440,8 +548,12 @@ def connect(notebook: str = "adhoc", backend: str | None = None, url: str | None
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if url:
-        lab = Lab(kind="cluster" if _is_cluster(url) else "real", ns=ns, url=url,
-                  owns_server=is_owned_url(url) if owned is None else owned)
+        lab = Lab(
+            kind="cluster" if _is_cluster(url) else "real",
+            ns=ns,
+            url=url,
+            owns_server=is_owned_url(url) if owned is None else owned,
+        )
     elif backend == "embedded":
         lab = Lab(kind="embedded", ns=ns, owns_server=True, _server=embedded.new_server())
     elif backend == "real":
@@ -454,11 +566,14 @@ def connect(notebook: str = "adhoc", backend: str | None = None, url: str | None
     try:
         lab.server = _server_identity(probe, lab._server)
         lab.version = lab.server.version
-        lab.caps = probe_capabilities(probe, ns.key("__probe__"), cluster=lab.kind == "cluster",
-                                      server=lab.server.label())
+        lab.caps = probe_capabilities(
+            probe, ns.key("__probe__"), cluster=lab.kind == "cluster", server=lab.server.label()
+        )
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         lab.close()  # a server this call started must not outlive the failure
-        raise ServerUnavailable(f"cannot use the Redis server at {redacted(lab.url or '')}: {exc}") from exc
+        raise ServerUnavailable(
+            f"cannot use the Redis server at {redacted(lab.url or '')}: {exc}"
+        ) from exc
     except BaseException:
         lab.close()
         raise

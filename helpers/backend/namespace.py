@@ -54,7 +54,7 @@ class Namespace:
     def short(self, key: str | bytes) -> str:
         """Return key without this run's prefix, for printing (stable across runs)."""
         text = key.decode() if isinstance(key, bytes) else key
-        return text[len(self.prefix):] if text.startswith(self.prefix) else text
+        return text[len(self.prefix) :] if text.startswith(self.prefix) else text
 
     def owns(self, key: str | bytes) -> bool:
         """Return True if key lies under this run's prefix."""

@@ -132,8 +132,9 @@ def delete_library(client: Any, name: str) -> bool:
         raise
 
 
-def fcall_reloading(client: Any, name: str, function: str, keys: Sequence[Any] = (),
-                    args: Sequence[Any] = ()) -> Any:
+def fcall_reloading(
+    client: Any, name: str, function: str, keys: Sequence[Any] = (), args: Sequence[Any] = ()
+) -> Any:
     """Return the reply of FCALL function; on "Function not found" load lua/<name>.lua and call once more.
 
     Library names are global on a server: another run of the suite on the same server may delete

@@ -44,10 +44,12 @@ BINARY_VARIABLE = "RACELAB_REDIS_SERVER"
 # if that pid still runs a command line with its port ($2) in it: a pid the system gave to another
 # process since is left alone. It ignores SIGINT and SIGHUP, so that a Ctrl-C the starting process
 # survives leaves it on guard.
-_WATCHDOG = ('trap "" INT HUP; while read -r _; do :; done; '
-             'tr "\\0" " " < "/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2" && kill -KILL "$1"')
+_WATCHDOG = (
+    'trap "" INT HUP; while read -r _; do :; done; '
+    'tr "\\0" " " < "/proc/$1/cmdline" 2>/dev/null | grep -q -- "$2" && kill -KILL "$1"'
+)
 
-_LIVE: list["RedisServer"] = []
+_LIVE: list[RedisServer] = []
 
 
 class ServerNotFound(RuntimeError):
@@ -62,8 +64,9 @@ def parse_version(text: str) -> tuple[int, ...]:
 def binary_identity(path: str | Path) -> tuple[str, tuple[int, ...]] | None:
     """Return (product, version) of a server binary, e.g. ('valkey', (9, 1, 2)); None if it does not run."""
     try:
-        out = subprocess.run([str(path), "--version"], capture_output=True, text=True,
-                             timeout=10, check=True).stdout
+        out = subprocess.run(
+            [str(path), "--version"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return None
     for word in out.split():
@@ -121,10 +124,15 @@ def find_binary(name: str = "redis-server", min_version: tuple[int, ...] = MIN_V
         if identity and redis_equivalent(*identity) >= min_version:
             return cand
     wanted = ".".join(map(str, min_version))
-    where = f"${BINARY_VARIABLE}={chosen}" if chosen and name == "redis-server" else f"{LOCAL_BIN} and PATH"
+    where = (
+        f"${BINARY_VARIABLE}={chosen}"
+        if chosen and name == "redis-server"
+        else f"{LOCAL_BIN} and PATH"
+    )
     raise ServerNotFound(
         f"no {name} >= {wanted} (found: {'; '.join(seen) or 'none'}; looked in {where}). "
-        f"Run `make redis` to build one.")
+        f"Run `make redis` to build one."
+    )
 
 
 def server_description(binary: str | Path) -> str:
@@ -178,7 +186,7 @@ class RedisServer:
         """Return the redis:// URL of this server."""
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def start(self) -> "RedisServer":
+    def start(self) -> RedisServer:
         """Start the process and wait until it answers PING; return self."""
         self.binary = self.binary or find_binary()
         last_log = ""
@@ -186,12 +194,29 @@ class RedisServer:
         for _attempt in range(3 if not chosen else 1):
             self.workdir = Path(tempfile.mkdtemp(prefix="racelab-redis-"))
             self.port = self.port or free_port(cluster="--cluster-enabled" in self.extra_args)
-            args = [str(self.binary), "--port", str(self.port), "--bind", "127.0.0.1",
-                    "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
-                    "--daemonize", "no", "--loglevel", "warning",
-                    "--logfile", str(self.workdir / "redis.log"), *self.extra_args]
-            self.process = subprocess.Popen(args, stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            args = [
+                str(self.binary),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+                "--daemonize",
+                "no",
+                "--loglevel",
+                "warning",
+                "--logfile",
+                str(self.workdir / "redis.log"),
+                *self.extra_args,
+            ]
+            self.process = subprocess.Popen(
+                args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
             _LIVE.append(self)
             self._start_watchdog()
             if self._wait_ready():
@@ -199,17 +224,23 @@ class RedisServer:
             last_log = self.log_tail()
             self.stop()
             self.port = chosen  # 0: maybe the port was taken in between, so try another
-        raise RuntimeError(f"redis-server on port {self.port or 'auto'} did not answer PING within "
-                           f"{self.startup_timeout}s; last log:\n{last_log}")
+        raise RuntimeError(
+            f"redis-server on port {self.port or 'auto'} did not answer PING within "
+            f"{self.startup_timeout}s; last log:\n{last_log}"
+        )
 
     def _start_watchdog(self) -> None:
         """Start the sh process that kills the server once this process is gone (see module docstring)."""
-        read_end, self._lifeline = os.pipe()  # both non-inheritable: no later child holds the write end
+        read_end, self._lifeline = (
+            os.pipe()
+        )  # both non-inheritable: no later child holds the write end
         try:
-            self.watchdog = subprocess.Popen(["sh", "-c", _WATCHDOG, "racelab-watchdog", str(self.process.pid),
-                                              str(self.port)],
-                                             stdin=read_end, stdout=subprocess.DEVNULL,
-                                             stderr=subprocess.DEVNULL)
+            self.watchdog = subprocess.Popen(
+                ["sh", "-c", _WATCHDOG, "racelab-watchdog", str(self.process.pid), str(self.port)],
+                stdin=read_end,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
         finally:
             os.close(read_end)
 
@@ -225,8 +256,13 @@ class RedisServer:
 
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + self.startup_timeout
-        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1, socket_connect_timeout=1,
-                             retry=Retry(ExponentialBackoff(), 0))
+        client = redis.Redis(
+            host="127.0.0.1",
+            port=self.port,
+            socket_timeout=1,
+            socket_connect_timeout=1,
+            retry=Retry(ExponentialBackoff(), 0),
+        )
         try:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
@@ -254,8 +290,12 @@ class RedisServer:
         """Return a new plain client of this server (timeouts and at most one reconnect unless kwargs say)."""
         kwargs.setdefault("socket_connect_timeout", 2.0)
         kwargs.setdefault("socket_timeout", 5.0)
-        kwargs.setdefault("retry", Retry(ExponentialBackoff(cap=0.5, base=0.05), 1,
-                                         supported_errors=(redis.ConnectionError,)))
+        kwargs.setdefault(
+            "retry",
+            Retry(
+                ExponentialBackoff(cap=0.5, base=0.05), 1, supported_errors=(redis.ConnectionError,)
+            ),
+        )
         return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
 
     def is_running(self) -> bool:
@@ -280,7 +320,7 @@ class RedisServer:
             shutil.rmtree(self.workdir, ignore_errors=True)
             self.workdir = None
 
-    def __enter__(self) -> "RedisServer":
+    def __enter__(self) -> RedisServer:
         return self.start() if not self.is_running() else self
 
     def __exit__(self, *exc) -> None:
@@ -305,22 +345,37 @@ class RedisClusterServer:
         """Return the port of every node."""
         return [s.port for s in self.servers]
 
-    def start(self) -> "RedisClusterServer":
+    def start(self) -> RedisClusterServer:
         """Start the nodes, join them with `redis-cli --cluster create`, wait for cluster_state:ok."""
         sibling = Path(self.binary).with_name("redis-cli") if self.binary else None
         cli = sibling if sibling and sibling.exists() else find_binary("redis-cli")
         try:
             for _ in range(self.nodes):
-                server = RedisServer(extra_args=["--cluster-enabled", "yes",
-                                                 "--cluster-node-timeout", "5000"], binary=self.binary)
+                server = RedisServer(
+                    extra_args=["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"],
+                    binary=self.binary,
+                )
                 self.servers.append(server)
                 server.start()
             addresses = [f"127.0.0.1:{p}" for p in self.ports]
-            done = subprocess.run([str(cli), "--cluster", "create", *addresses,
-                                   "--cluster-replicas", "0", "--cluster-yes"],
-                                  capture_output=True, text=True, timeout=60)
+            done = subprocess.run(
+                [
+                    str(cli),
+                    "--cluster",
+                    "create",
+                    *addresses,
+                    "--cluster-replicas",
+                    "0",
+                    "--cluster-yes",
+                ],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             if done.returncode != 0:
-                raise RuntimeError(f"redis-cli --cluster create failed:\n{done.stdout}\n{done.stderr}")
+                raise RuntimeError(
+                    f"redis-cli --cluster create failed:\n{done.stdout}\n{done.stderr}"
+                )
             self._wait_ok()
             return self
         except BaseException:
@@ -348,7 +403,7 @@ class RedisClusterServer:
         """Return True while every node's process is alive."""
         return bool(self.servers) and all(s.is_running() for s in self.servers)
 
-    def __enter__(self) -> "RedisClusterServer":
+    def __enter__(self) -> RedisClusterServer:
         return self.start() if not self.is_running() else self
 
     def __exit__(self, *exc) -> None:
@@ -363,6 +418,7 @@ def _stop_all() -> None:
 
 def is_owned_url(url: str) -> bool:
     """Return True if url points at a server this process started and still runs."""
-    return any(s.is_running() and s.url.rsplit("/", 1)[0] == url.rsplit("/", 1)[0].rstrip("/")
-               for s in _LIVE)
-
+    return any(
+        s.is_running() and s.url.rsplit("/", 1)[0] == url.rsplit("/", 1)[0].rstrip("/")
+        for s in _LIVE
+    )

@@ -25,8 +25,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from helpers.instruments.schedule import (Actor, Connections, ScheduleRun, Trace, format_value, run_schedule,
-                                          schedule_text)
+from helpers.instruments.schedule import (
+    Actor,
+    Connections,
+    ScheduleRun,
+    Trace,
+    format_value,
+    run_schedule,
+    schedule_text,
+)
 
 DEFAULT_MAX_SCHEDULES = 20_000
 DEFAULT_MAX_STEPS = 10_000  # per replay: an actor that never finishes must not hang the explorer
@@ -98,15 +105,19 @@ class Exploration:
     def picture(self, width: int = 88) -> str:
         """Return every schedule on a few lines, bad ones in [brackets], then the summary."""
         cells = [f"[{o.schedule}]" if not o.ok else f" {o.schedule} " for o in self.outcomes]
-        body = textwrap.fill(" ".join(cells), width=width, break_on_hyphens=False, break_long_words=False)
+        body = textwrap.fill(
+            " ".join(cells), width=width, break_on_hyphens=False, break_long_words=False
+        )
         return f"{body}\n[...] = invariant broken; {self.summary()}"
 
     def table(self) -> str:
         """Return one line per schedule: order, ok/BAD, and each client's result."""
         width = max([len("schedule")] + [len(o.schedule) for o in self.outcomes])
         lines = [f"{'schedule':<{width}}  invariant  results"]
-        lines += [f"{o.schedule:<{width}}  {'ok' if o.ok else 'BROKEN':<9}  {o.result_text}"
-                  for o in self.outcomes]
+        lines += [
+            f"{o.schedule:<{width}}  {'ok' if o.ok else 'BROKEN':<9}  {o.result_text}"
+            for o in self.outcomes
+        ]
         lines.append(self.summary())
         return "\n".join(lines)
 
@@ -118,7 +129,9 @@ class Exploration:
 
     def plot(self, title: str = "Every interleaving", ax: Any = None) -> Any:
         """Return a Figure: one column per schedule, one colour per client, broken ones marked."""
-        from helpers.instruments.plots import schedule_grid  # matplotlib is imported only when plotting
+        from helpers.instruments.plots import (
+            schedule_grid,  # matplotlib is imported only when plotting
+        )
 
         return schedule_grid(self, title=title, ax=ax)
 
@@ -133,10 +146,17 @@ def _next_guide(choices: list[tuple[list[str], str]]) -> list[str] | None:
     return None
 
 
-def explore(lab: Any, actors: Mapping[str, Actor], invariant: Callable[[Any, dict[str, Any]], bool],
-            setup: Callable[[Any], Any] | None = None, watch: Sequence[str] = (),
-            reset: Sequence[str] | None = None, max_schedules: int = DEFAULT_MAX_SCHEDULES,
-            keep_traces: bool = True, max_steps: int = DEFAULT_MAX_STEPS) -> Exploration:
+def explore(
+    lab: Any,
+    actors: Mapping[str, Actor],
+    invariant: Callable[[Any, dict[str, Any]], bool],
+    setup: Callable[[Any], Any] | None = None,
+    watch: Sequence[str] = (),
+    reset: Sequence[str] | None = None,
+    max_schedules: int = DEFAULT_MAX_SCHEDULES,
+    keep_traces: bool = True,
+    max_steps: int = DEFAULT_MAX_STEPS,
+) -> Exploration:
     """Run every interleaving of the actors' round trips; return which schedules break invariant.
 
     Replays reuse one gated client per actor (state reset between replays) and do not read the
@@ -153,22 +173,30 @@ def explore(lab: Any, actors: Mapping[str, Actor], invariant: Callable[[Any, dic
     with Connections(lab, actors, [*(reset if reset is not None else ()), *watch]) as connections:
         while guide is not None:
             if len(outcomes) >= max_schedules:
-                raise TooManySchedules(f"more than {max_schedules} schedules; shorten the actors "
-                                       f"or raise max_schedules")
+                raise TooManySchedules(
+                    f"more than {max_schedules} schedules; shorten the actors "
+                    f"or raise max_schedules"
+                )
             choices: list[tuple[list[str], str]] = []
-            with ScheduleRun(lab, actors, setup, watch, reset, connections=connections, observe=False) as run:
+            with ScheduleRun(
+                lab, actors, setup, watch, reset, connections=connections, observe=False
+            ) as run:
                 while run.unfinished:
                     options = run.unfinished
                     depth = len(choices)
                     if depth >= max_steps:
-                        raise TooManySchedules(f"a schedule ran more than {max_steps} steps; does every "
-                                               f"actor finish? (or raise max_steps)")
+                        raise TooManySchedules(
+                            f"a schedule ran more than {max_steps} steps; does every "
+                            f"actor finish? (or raise max_steps)"
+                        )
                     chosen = guide[depth] if depth < len(guide) else options[0]
                     if depth < len(guide) and options != previous[depth][0]:
                         # Same prefix as the previous replay, so the same clients must be runnable.
-                        raise RuntimeError(f"actors are not deterministic: replaying "
-                                           f"{schedule_text(guide[:depth])!r}, runnable clients were "
-                                           f"{previous[depth][0]} before and {options} now")
+                        raise RuntimeError(
+                            f"actors are not deterministic: replaying "
+                            f"{schedule_text(guide[:depth])!r}, runnable clients were "
+                            f"{previous[depth][0]} before and {options} now"
+                        )
                     choices.append((options, chosen))
                     run.step(chosen)
                 ok = invariant(run.observer, dict(run.results))
@@ -200,6 +228,7 @@ def count_interleavings(*steps: int) -> int:
 
 
 # ---------------------------------------------------------------- common invariants
+
 
 def _int_of(client: Any, key: str) -> int:
     value = client.get(key)

@@ -16,7 +16,7 @@ Histories from ``run_clients`` are in monotonic nanoseconds; histories from a fo
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,11 +86,17 @@ def overlaps(spans: Iterable[Span]) -> list[Overlap]:
 
 def spans_of(history: Iterable[Op], label: str) -> list[Span]:
     """Return one Span per op with this label (e.g. ops recorded with ctx.op("critical section"))."""
-    return [Span(op.client_id, op.start_ns, op.end_ns, label) for op in history if op.label == label]
+    return [
+        Span(op.client_id, op.start_ns, op.end_ns, label) for op in history if op.label == label
+    ]
 
 
-def hold_spans(history: Iterable[Op], acquired: Callable[[Op], bool], released: Callable[[Op], bool],
-               label: str = "holds lock") -> list[Span]:
+def hold_spans(
+    history: Iterable[Op],
+    acquired: Callable[[Op], bool],
+    released: Callable[[Op], bool],
+    label: str = "holds lock",
+) -> list[Span]:
     """Return spans from the end of each op where acquired(op) to the start of the next released(op)."""
     by_client: dict[Any, list[Op]] = {}
     for op in sorted(history, key=lambda o: o.start_ns):
@@ -105,7 +111,9 @@ def hold_spans(history: Iterable[Op], acquired: Callable[[Op], bool], released: 
                 spans.append(Span(client, since, op.start_ns, label))
                 since = None
         if since is not None:  # never released: held until its last op completed
-            spans.append(Span(client, since, max(since, ops[-1].end_ns), label + " (never released)"))
+            spans.append(
+                Span(client, since, max(since, ops[-1].end_ns), label + " (never released)")
+            )
     return spans
 
 
@@ -114,8 +122,15 @@ def hold_spans(history: Iterable[Op], acquired: Callable[[Op], bool], released: 
 EXPIRY_SLACK_NS = 2_000_000
 
 
-def lease_span(client: int | str, asked_ns: int, got_ns: int, letting_go_ns: int, lease_ns: int,
-               slack_ns: int = EXPIRY_SLACK_NS, label: str = "valid lease") -> Span | None:
+def lease_span(
+    client: int | str,
+    asked_ns: int,
+    got_ns: int,
+    letting_go_ns: int,
+    lease_ns: int,
+    slack_ns: int = EXPIRY_SLACK_NS,
+    label: str = "valid lease",
+) -> Span | None:
     """Return the span in which client certainly held a lease (None: maybe it never held it).
 
     The lease was requested at asked_ns (the request that took it was sent no earlier) and granted

@@ -50,8 +50,13 @@ def color_of(index: int) -> str:
     return PALETTE[index % len(PALETTE)]
 
 
-def new_figure(title: str, xlabel: str, ylabel: str, note: str | None = None,
-               size: tuple[float, float] = (7.0, 4.2)) -> tuple[Figure, Any]:
+def new_figure(
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    note: str | None = None,
+    size: tuple[float, float] = (7.0, 4.2),
+) -> tuple[Figure, Any]:
     """Return (figure, axes) with the suite's title, labels, grid and optional note."""
     fig = LabFigure(figsize=size, layout="constrained")
     ax = fig.add_subplot()
@@ -68,11 +73,14 @@ def _check_series(series: Mapping[str, Rows], x: str, y: str) -> None:
     for name, rows in series.items():
         for row in rows:
             if x not in row or y not in row:
-                raise KeyError(f"series {name!r}: every row needs {x!r} and {y!r}, got {sorted(row)}")
+                raise KeyError(
+                    f"series {name!r}: every row needs {x!r} and {y!r}, got {sorted(row)}"
+                )
 
 
-def _line_with_spread(ax: Any, series: Mapping[str, Rows], x: str, y: str, spread: tuple[str, str],
-                      scale: float) -> None:
+def _line_with_spread(
+    ax: Any, series: Mapping[str, Rows], x: str, y: str, spread: tuple[str, str], scale: float
+) -> None:
     """Draw one line per series with an error bar from spread[0] to spread[1]."""
     for i, (name, rows) in enumerate(series.items()):
         rows = sorted(rows, key=lambda r: r[x])
@@ -84,8 +92,17 @@ def _line_with_spread(ax: Any, series: Mapping[str, Rows], x: str, y: str, sprea
             yerr = np.vstack([np.clip(lo, 0, None), np.clip(hi, 0, None)])
         else:
             yerr = None
-        ax.errorbar(xs, ys, yerr=yerr, label=name, color=color_of(i), marker=MARKERS[i % len(MARKERS)],
-                    capsize=3, linewidth=1.6, markersize=5)
+        ax.errorbar(
+            xs,
+            ys,
+            yerr=yerr,
+            label=name,
+            color=color_of(i),
+            marker=MARKERS[i % len(MARKERS)],
+            capsize=3,
+            linewidth=1.6,
+            markersize=5,
+        )
 
 
 def _spread_note(spread: tuple[str, str]) -> str:
@@ -106,20 +123,35 @@ def plain_log_ticks(axis: Any) -> None:
     axis.set_minor_formatter(NullFormatter())
 
 
-def latency_cdf(latencies_ns: Mapping[str, Sequence[float]], title: str = "Latency per operation",
-                unit: str = "us", note: str | None = None, log_x: bool = True) -> Figure:
+def latency_cdf(
+    latencies_ns: Mapping[str, Sequence[float]],
+    title: str = "Latency per operation",
+    unit: str = "us",
+    note: str | None = None,
+    log_x: bool = True,
+) -> Figure:
     """Return a Figure with the empirical CDF of each strategy's latencies (given in ns)."""
     if not latencies_ns or not all(len(v) for v in latencies_ns.values()):
         raise ValueError("latency_cdf needs at least one sample per strategy")
     scale = UNITS[unit]
-    fig, ax = new_figure(title, f"latency ({UNIT_LABEL[unit]}, {'log scale' if log_x else 'linear'})",
-                         "fraction of operations at or below", note)
+    fig, ax = new_figure(
+        title,
+        f"latency ({UNIT_LABEL[unit]}, {'log scale' if log_x else 'linear'})",
+        "fraction of operations at or below",
+        note,
+    )
     for i, (name, samples) in enumerate(latencies_ns.items()):
         xs = np.sort(np.asarray(samples, dtype=float)) / scale
         ys = np.arange(1, len(xs) + 1) / len(xs)
         p50, p99 = np.percentile(xs, [50, 99])
-        ax.step(xs, ys, where="post", color=color_of(i), linewidth=1.6,
-                label=f"{name}: p50 {plain_number(p50)}, p99 {plain_number(p99)} {UNIT_LABEL[unit]}")
+        ax.step(
+            xs,
+            ys,
+            where="post",
+            color=color_of(i),
+            linewidth=1.6,
+            label=f"{name}: p50 {plain_number(p50)}, p99 {plain_number(p99)} {UNIT_LABEL[unit]}",
+        )
     if log_x:
         ax.set_xscale("log")
         plain_log_ticks(ax.xaxis)
@@ -130,9 +162,14 @@ def latency_cdf(latencies_ns: Mapping[str, Sequence[float]], title: str = "Laten
     return fig
 
 
-def throughput_vs_clients(series: Mapping[str, Rows], x: str = "clients", y: str = "median",
-                          spread: tuple[str, str] = ("p5", "p95"), title: str = "Throughput against clients",
-                          note: str | None = None) -> Figure:
+def throughput_vs_clients(
+    series: Mapping[str, Rows],
+    x: str = "clients",
+    y: str = "median",
+    spread: tuple[str, str] = ("p5", "p95"),
+    title: str = "Throughput against clients",
+    note: str | None = None,
+) -> Figure:
     """Return a Figure of operations per second (median, spread bars) against client count."""
     _check_series(series, x, y)
     fig, ax = new_figure(title, "concurrent clients", "throughput (operations/s)", note)
@@ -142,9 +179,15 @@ def throughput_vs_clients(series: Mapping[str, Rows], x: str = "clients", y: str
     return fig
 
 
-def retries_vs_contention(series: Mapping[str, Rows], x: str = "clients", y: str = "median",
-                          spread: tuple[str, str] = ("p5", "p95"), xlabel: str = "concurrent clients on one key",
-                          title: str = "Retries against contention", note: str | None = None) -> Figure:
+def retries_vs_contention(
+    series: Mapping[str, Rows],
+    x: str = "clients",
+    y: str = "median",
+    spread: tuple[str, str] = ("p5", "p95"),
+    xlabel: str = "concurrent clients on one key",
+    title: str = "Retries against contention",
+    note: str | None = None,
+) -> Figure:
     """Return a Figure of retries per successful operation against contention (e.g. clients)."""
     _check_series(series, x, y)
     fig, ax = new_figure(title, xlabel, "retries per successful operation", note)
@@ -154,12 +197,21 @@ def retries_vs_contention(series: Mapping[str, Rows], x: str = "clients", y: str
     return fig
 
 
-def cost_vs_size(series: Mapping[str, Rows], x: str = "size", y: str = "median",
-                 spread: tuple[str, str] = ("p5", "p95"), unit: str = "us", xlabel: str = "data size (items)",
-                 title: str = "Cost against data size", note: str | None = None) -> Figure:
+def cost_vs_size(
+    series: Mapping[str, Rows],
+    x: str = "size",
+    y: str = "median",
+    spread: tuple[str, str] = ("p5", "p95"),
+    unit: str = "us",
+    xlabel: str = "data size (items)",
+    title: str = "Cost against data size",
+    note: str | None = None,
+) -> Figure:
     """Return a log-log Figure of time per call (rows in seconds, shown in unit) against size."""
     _check_series(series, x, y)
-    fig, ax = new_figure(title, f"{xlabel}, log scale", f"time per call ({UNIT_LABEL[unit]}, log scale)", note)
+    fig, ax = new_figure(
+        title, f"{xlabel}, log scale", f"time per call ({UNIT_LABEL[unit]}, log scale)", note
+    )
     _line_with_spread(ax, series, x, y, spread, 1e9 / UNITS[unit])
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -195,28 +247,55 @@ def schedule_grid(exploration: Any, title: str = "Every interleaving", ax: Any =
     for col, (outcome, names) in enumerate(zip(outcomes, steps)):
         ax.add_patch(Rectangle((col, -1.3), 0.9, 0.9, color=OK_COLOR if outcome.ok else BAD_COLOR))
         for row, name in enumerate(names):
-            ax.add_patch(Rectangle((col, row), 0.9, 0.9, color=color_of(clients.index(name))
-                                   if name in clients else "grey"))
+            ax.add_patch(
+                Rectangle(
+                    (col, row),
+                    0.9,
+                    0.9,
+                    color=color_of(clients.index(name)) if name in clients else "grey",
+                )
+            )
         if not outcome.ok and outline:
-            ax.add_patch(Rectangle((col - 0.05, -1.35), 1.0, len(names) + 1.4, fill=False,
-                                   edgecolor=BAD_COLOR, linewidth=2))
+            ax.add_patch(
+                Rectangle(
+                    (col - 0.05, -1.35),
+                    1.0,
+                    len(names) + 1.4,
+                    fill=False,
+                    edgecolor=BAD_COLOR,
+                    linewidth=2,
+                )
+            )
             ax.text(col + 0.45, -1.85, "✗", ha="center", va="center", color=BAD_COLOR, fontsize=10)
     ax.set_xlim(-0.3, len(outcomes) + 0.2)
     ax.set_ylim(longest + 0.2, -2.3 if outline else -1.5)
     ax.set_xlabel(f"schedule (1 to {len(outcomes)}, in exploration order)")
     ax.set_ylabel("step (first at top)")
     ax.set_xticks([])
-    ax.set_yticks([-0.85] + [i + 0.45 for i in range(longest)], ["invariant"] + [str(i + 1) for i in range(longest)])
-    ax.set_title(f"{title}: {exploration.bad_count} of {exploration.total} schedules break the invariant",
-                 fontsize=11)
+    ax.set_yticks(
+        [-0.85] + [i + 0.45 for i in range(longest)],
+        ["invariant"] + [str(i + 1) for i in range(longest)],
+    )
+    ax.set_title(
+        f"{title}: {exploration.bad_count} of {exploration.total} schedules break the invariant",
+        fontsize=11,
+    )
     handles = [Rectangle((0, 0), 1, 1, color=color_of(i)) for i in range(len(clients))]
     handles += [Rectangle((0, 0), 1, 1, color=BAD_COLOR), Rectangle((0, 0), 1, 1, color=OK_COLOR)]
-    ax.legend(handles, [f"client {c}" for c in clients] + ["invariant broken", "invariant holds"],
-              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=9, frameon=False)
+    ax.legend(
+        handles,
+        [f"client {c}" for c in clients] + ["invariant broken", "invariant holds"],
+        loc="upper left",
+        bbox_to_anchor=(1.0, 1.0),
+        fontsize=9,
+        frameon=False,
+    )
     return fig
 
 
-def _lanes(history: Sequence[Op], spans: Sequence[Span], clients: Sequence[Any] | None) -> list[Any]:
+def _lanes(
+    history: Sequence[Op], spans: Sequence[Span], clients: Sequence[Any] | None
+) -> list[Any]:
     if clients is not None:
         return list(clients)
     seen: dict[Any, None] = {}
@@ -233,9 +312,15 @@ def _fits(width: float, text: str, x_range: float) -> bool:
     return width >= x_range * (len(text) + 1) / 120
 
 
-def plot_timeline(history: Sequence[Op], spans: Sequence[Span] = (), title: str = "History",
-                  unit: str = "ms", clients: Sequence[Any] | None = None, label_ops: bool | None = None,
-                  note: str | None = None) -> Figure:
+def plot_timeline(
+    history: Sequence[Op],
+    spans: Sequence[Span] = (),
+    title: str = "History",
+    unit: str = "ms",
+    clients: Sequence[Any] | None = None,
+    label_ops: bool | None = None,
+    note: str | None = None,
+) -> Figure:
     """Return a Figure: a lane per client, a bar per op, spans shaded, overlaps highlighted in red.
 
     Op labels are written inside bars wide enough to hold them (label_ops=False: never). Each
@@ -255,37 +340,74 @@ def plot_timeline(history: Sequence[Op], spans: Sequence[Span] = (), title: str 
     ax = fig.add_subplot()
     for span in spans:
         y = row[span.client]
-        ax.broken_barh([((span.start_ns - t0) / scale, (span.end_ns - span.start_ns) / scale)], (y - 0.42, 0.84),
-                       facecolor=color_of(y), alpha=0.18, edgecolor=color_of(y), linestyle="--")
+        ax.broken_barh(
+            [((span.start_ns - t0) / scale, (span.end_ns - span.start_ns) / scale)],
+            (y - 0.42, 0.84),
+            facecolor=color_of(y),
+            alpha=0.18,
+            edgecolor=color_of(y),
+            linestyle="--",
+        )
     found = overlaps(spans)
     for ov in found:
         for client in (ov.first.client, ov.second.client):
-            ax.broken_barh([((ov.start_ns - t0) / scale, ov.duration_ns / scale)], (row[client] - 0.42, 0.84),
-                           facecolor=BAD_COLOR, alpha=0.45, edgecolor=BAD_COLOR, hatch="//", linewidth=0)
+            ax.broken_barh(
+                [((ov.start_ns - t0) / scale, ov.duration_ns / scale)],
+                (row[client] - 0.42, 0.84),
+                facecolor=BAD_COLOR,
+                alpha=0.45,
+                edgecolor=BAD_COLOR,
+                hatch="//",
+                linewidth=0,
+            )
     for client in lanes:
         y = row[client]
         ops = [op for op in history if op.client_id == client]
-        bars = [((op.start_ns - t0) / scale, max((op.end_ns - op.start_ns) / scale, 1e-9)) for op in ops]
+        bars = [
+            ((op.start_ns - t0) / scale, max((op.end_ns - op.start_ns) / scale, 1e-9)) for op in ops
+        ]
         edges = [BAD_COLOR if isinstance(op.result, BaseException) else "black" for op in ops]
         ax.broken_barh(bars, (y - 0.25, 0.5), facecolor=color_of(y), edgecolor=edges, linewidth=0.6)
         if label_ops is not False:
             for op, (left, width) in zip(ops, bars):
                 if label_ops or _fits(width, op.label, x_range):
-                    ax.text(left + width / 2, y, op.label, ha="center", va="center", fontsize=8,
-                            color="white", clip_on=True)
+                    ax.text(
+                        left + width / 2,
+                        y,
+                        op.label,
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white",
+                        clip_on=True,
+                    )
     ax.set_yticks(range(len(lanes)), [f"client {c}" for c in lanes])
     ax.set_ylim(len(lanes) - 0.4, -0.6)
     if unit == "step":
         from matplotlib.ticker import MaxNLocator
 
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("logical time (steps)" if unit == "step" else f"time since first operation ({unit})")
+    ax.set_xlabel(
+        "logical time (steps)" if unit == "step" else f"time since first operation ({unit})"
+    )
     ax.set_title(title + (f"\n{note}" if note else ""), fontsize=11)
     ax.grid(True, axis="x", alpha=0.3)
     handles = [Patch(facecolor="grey", edgecolor="black", label="operation (invoke → complete)")]
     if spans:
-        handles.append(Patch(facecolor="grey", alpha=0.2, edgecolor="grey", linestyle="--", label=spans[0].label))
-        handles.append(Patch(facecolor=BAD_COLOR, alpha=0.45, hatch="//",
-                             label=f"overlap: mutual exclusion violated ({len(found)})"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False)
+        handles.append(
+            Patch(
+                facecolor="grey", alpha=0.2, edgecolor="grey", linestyle="--", label=spans[0].label
+            )
+        )
+        handles.append(
+            Patch(
+                facecolor=BAD_COLOR,
+                alpha=0.45,
+                hatch="//",
+                label=f"overlap: mutual exclusion violated ({len(found)})",
+            )
+        )
+    fig.legend(
+        handles=handles, loc="outside lower center", ncol=len(handles), fontsize=8, frameon=False
+    )
     return fig

@@ -39,7 +39,15 @@ from typing import Any
 
 import redis
 
-from helpers.backend.modes import ClientStats, Lockstep, Mode, Rendezvous, Think, client_stats, mode_of
+from helpers.backend.modes import (
+    ClientStats,
+    Lockstep,
+    Mode,
+    Rendezvous,
+    Think,
+    client_stats,
+    mode_of,
+)
 from helpers.instruments.history import FAIL, INFO, OK, Op
 
 _monotonic_ns = time.monotonic_ns
@@ -56,14 +64,15 @@ class ConnectionLost(RuntimeError):
     """A client's connection broke during a run and redis-py opened a new one: counts are not comparable."""
 
 
-def _check_no_reconnect(result: "RunResult") -> None:
+def _check_no_reconnect(result: RunResult) -> None:
     """Raise ConnectionLost if any client reconnected during the run (a restart, a dropped socket)."""
     lost = [i for i, stats in enumerate(result.stats_by_client) if stats.reconnects > 0]
     if lost:
         raise ConnectionLost(
             f"{len(lost)} of {result.clients} clients lost their connection during the run and reconnected "
             f"(did the server restart?): {result.calls} calls completed, but writes may have been lost "
-            f"with the old connection, so the counts are not comparable. Run it again.")
+            f"with the old connection, so the counts are not comparable. Run it again."
+        )
 
 
 class ClientProcessError(RuntimeError):
@@ -138,10 +147,15 @@ class RunResult:
             ordered = sorted(found.items())
         except TypeError:  # outcomes of mixed types
             ordered = sorted(found.items(), key=lambda kv: str(kv[0]))
-        counts = (", ".join(f"{k}={v}" for k, v in ordered) if len(ordered) <= 8
-                  else f"{len(ordered)} distinct outcomes")
-        return (f"{self.clients} clients x {self.iterations} iterations ({self.mode}, {self.client_mode}): "
-                f"{self.calls} calls [{counts}], round trips={self.round_trips}, retries={self.retries}")
+        counts = (
+            ", ".join(f"{k}={v}" for k, v in ordered)
+            if len(ordered) <= 8
+            else f"{len(ordered)} distinct outcomes"
+        )
+        return (
+            f"{self.clients} clients x {self.iterations} iterations ({self.mode}, {self.client_mode}): "
+            f"{self.calls} calls [{counts}], round trips={self.round_trips}, retries={self.retries}"
+        )
 
 
 # What closing a connection that another thread is using may raise: an OSError from a real
@@ -172,11 +186,24 @@ def _disconnect(client: Any) -> None:
 class _Worker:
     """One client thread's loop; results are kept in its own lists (no shared locks per op)."""
 
-    def __init__(self, client_id: int, client: Any, fn: Strategy, iterations: int,
-                 barrier: threading.Barrier, stop: threading.Event, errors: list[BaseException],
-                 barrier_timeout: float) -> None:
+    def __init__(
+        self,
+        client_id: int,
+        client: Any,
+        fn: Strategy,
+        iterations: int,
+        barrier: threading.Barrier,
+        stop: threading.Event,
+        errors: list[BaseException],
+        barrier_timeout: float,
+    ) -> None:
         self.client_id, self.client, self.fn, self.iterations = client_id, client, fn, iterations
-        self.barrier, self.stop, self.errors, self.barrier_timeout = barrier, stop, errors, barrier_timeout
+        self.barrier, self.stop, self.errors, self.barrier_timeout = (
+            barrier,
+            stop,
+            errors,
+            barrier_timeout,
+        )
         self.values: list[Any] = []  # iteration i's return value at index i
         self.latencies: list[int] = []
         self.history: list[Op] = []
@@ -197,9 +224,16 @@ class _Worker:
             before = client_stats(self.client)
             self.barrier.wait(_finite(self.barrier_timeout))
             try:
-                self.first_ns, self.last_ns = _timed_loop(self.client_id, self.client, self.fn, self.iterations,
-                                                          self.stop.is_set, self.values, self.latencies,
-                                                          self.history)
+                self.first_ns, self.last_ns = _timed_loop(
+                    self.client_id,
+                    self.client,
+                    self.fn,
+                    self.iterations,
+                    self.stop.is_set,
+                    self.values,
+                    self.latencies,
+                    self.history,
+                )
             finally:
                 self.stats = client_stats(self.client) - before
         except threading.BrokenBarrierError:
@@ -217,14 +251,26 @@ def _status_of(exc: BaseException) -> str:
     return FAIL if isinstance(exc, redis.ResponseError) else INFO
 
 
-def _timed_loop(client_id: int, client: Any, fn: Strategy, iterations: int, stopped: Callable[[], bool],
-                values: list[Any], latencies: list[int], history: list[Op]) -> tuple[int, int]:
+def _timed_loop(
+    client_id: int,
+    client: Any,
+    fn: Strategy,
+    iterations: int,
+    stopped: Callable[[], bool],
+    values: list[Any],
+    latencies: list[int],
+    history: list[Op],
+) -> tuple[int, int]:
     """Call fn(client) up to iterations times, recording results, ns latencies and Ops; return (first_ns, last_ns).
 
     The hot loop of the harness, shared by threads and processes: only local names, no locks.
     A call that raises is recorded (status fail or info) and the exception propagates.
     """
-    values_append, latencies_append, history_append = values.append, latencies.append, history.append
+    values_append, latencies_append, history_append = (
+        values.append,
+        latencies.append,
+        history.append,
+    )
     clock = _monotonic_ns
     label = getattr(getattr(fn, "func", fn), "__name__", "call")
     first = clock()
@@ -235,7 +281,9 @@ def _timed_loop(client_id: int, client: Any, fn: Strategy, iterations: int, stop
         try:
             value = fn(client)
         except BaseException as exc:
-            history_append(Op(client_id, label, t0, clock(), f"{type(exc).__name__}: {exc}", _status_of(exc)))
+            history_append(
+                Op(client_id, label, t0, clock(), f"{type(exc).__name__}: {exc}", _status_of(exc))
+            )
             raise
         t1 = clock()
         values_append(value)
@@ -257,8 +305,13 @@ def _join_all(threads: list[threading.Thread], deadline: float) -> list[threadin
     return [t for t in threads if t.is_alive()]
 
 
-def _stop_threads(threads: list[threading.Thread], stop: threading.Event, barrier: threading.Barrier,
-                  redis_clients: list[Any], grace: float) -> list[threading.Thread]:
+def _stop_threads(
+    threads: list[threading.Thread],
+    stop: threading.Event,
+    barrier: threading.Barrier,
+    redis_clients: list[Any],
+    grace: float,
+) -> list[threading.Thread]:
     """Ask every thread to stop, unblock their sockets, join; return threads still alive."""
     stop.set()
     barrier.abort()
@@ -277,8 +330,10 @@ def _client_modes(mode: str, think_s: float, stop: Any, clients: int) -> list[Mo
     elif mode == "straight":
         return [Mode() for _ in range(clients)]
     else:
-        raise ValueError(f"unknown client mode {mode!r} for a concurrent run: use 'straight', 'think' or "
-                         f"'lockstep'")
+        raise ValueError(
+            f"unknown client mode {mode!r} for a concurrent run: use 'straight', 'think' or "
+            f"'lockstep'"
+        )
     for m in modes:
         m.armed = False  # connecting (the PING before the barrier) is not a round trip to delay
     return modes
@@ -301,8 +356,12 @@ def _leave(client: Any) -> None:
 def _check_run(clients: int, iterations: int, mode: str, think_s: float, timeout: float) -> None:
     if clients < 1 or iterations < 0:
         raise ValueError(f"need clients >= 1 and iterations >= 0, got {clients} and {iterations}")
-    if not think_s >= 0 or not timeout > 0 or think_s == float("inf"):  # written so that NaN fails too
-        raise ValueError(f"need a finite think_s >= 0 and timeout > 0 seconds, got {think_s} and {timeout}")
+    if (
+        not think_s >= 0 or not timeout > 0 or think_s == float("inf")
+    ):  # written so that NaN fails too
+        raise ValueError(
+            f"need a finite think_s >= 0 and timeout > 0 seconds, got {think_s} and {timeout}"
+        )
     _client_modes(mode, think_s, None, 1)
 
 
@@ -310,7 +369,11 @@ class _Fed:
     """One client's calls of a workload: its j-th call is fn(client, row[j])."""
 
     def __init__(self, fn: Callable[..., Any], row: Sequence[Any]) -> None:
-        self.fn, self.func, self._row = fn, getattr(fn, "func", fn), iter(row)  # func: the Ops' label
+        self.fn, self.func, self._row = (
+            fn,
+            getattr(fn, "func", fn),
+            iter(row),
+        )  # func: the Ops' label
 
     def __call__(self, client: Any) -> Any:
         return self.fn(client, next(self._row))
@@ -324,9 +387,17 @@ def workload_shape(inputs: Sequence[Sequence[Any]]) -> tuple[int, int]:
     return len(inputs), lengths.pop()
 
 
-def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100, mode: str = "straight",
-                think_s: float = 0.0, timeout: float = 60.0, decode_responses: bool = True,
-                inputs: Sequence[Sequence[Any]] | None = None) -> RunResult:
+def run_clients(
+    lab: Any,
+    fn: Strategy,
+    clients: int = 8,
+    iterations: int = 100,
+    mode: str = "straight",
+    think_s: float = 0.0,
+    timeout: float = 60.0,
+    decode_responses: bool = True,
+    inputs: Sequence[Sequence[Any]] | None = None,
+) -> RunResult:
     """Return the RunResult of `clients` threads each calling fn(client) `iterations` times.
 
     Each thread has its own client in the given mode ("straight"; "think": wait think_s before
@@ -342,18 +413,30 @@ def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100,
     redis_clients: list[Any] = []
     try:
         for client_mode in _client_modes(mode, think_s, stop, clients):
-            redis_clients.append(lab.client(mode=client_mode,
-                                            decode_responses=decode_responses))
+            redis_clients.append(lab.client(mode=client_mode, decode_responses=decode_responses))
     except BaseException:
         for c in redis_clients:
             _release(lab, c)
         raise
     barrier = threading.Barrier(clients)
     errors: list[BaseException] = []
-    workers = [_Worker(i, c, fn if inputs is None else _Fed(fn, inputs[i]), iterations, barrier, stop, errors,
-                       timeout) for i, c in enumerate(redis_clients)]
-    threads = [threading.Thread(target=w.run, name=f"racelab-client-{w.client_id}", daemon=True)
-               for w in workers]
+    workers = [
+        _Worker(
+            i,
+            c,
+            fn if inputs is None else _Fed(fn, inputs[i]),
+            iterations,
+            barrier,
+            stop,
+            errors,
+            timeout,
+        )
+        for i, c in enumerate(redis_clients)
+    ]
+    threads = [
+        threading.Thread(target=w.run, name=f"racelab-client-{w.client_id}", daemon=True)
+        for w in workers
+    ]
     try:
         try:
             for t in threads:
@@ -364,8 +447,10 @@ def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100,
             raise
         if alive:
             still = _stop_threads(alive, stop, barrier, redis_clients, grace=5.0)
-            raise RunTimeout(f"{len(alive)} of {clients} clients did not finish within {timeout}s"
-                             + (f"; {len(still)} could not be stopped" if still else "; all stopped"))
+            raise RunTimeout(
+                f"{len(alive)} of {clients} clients did not finish within {timeout}s"
+                + (f"; {len(still)} could not be stopped" if still else "; all stopped")
+            )
         if errors:
             first = errors[0]
             if len(errors) > 1:
@@ -379,8 +464,12 @@ def run_clients(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100,
     return result
 
 
-def _collect_threads(workers: list[_Worker], clients: int, iterations: int, mode: str, fn: Strategy) -> RunResult:
-    result = RunResult(clients=clients, iterations=iterations, mode="threads", client_mode=mode, fn=fn)
+def _collect_threads(
+    workers: list[_Worker], clients: int, iterations: int, mode: str, fn: Strategy
+) -> RunResult:
+    result = RunResult(
+        clients=clients, iterations=iterations, mode="threads", client_mode=mode, fn=fn
+    )
     for w in workers:
         result.outcomes.extend((w.client_id, i, v) for i, v in enumerate(w.values))
         result.latencies_ns.extend(w.latencies)
@@ -393,10 +482,15 @@ def _collect_threads(workers: list[_Worker], clients: int, iterations: int, mode
     return result
 
 
-def repeat_runs(lab: Any, fn: Strategy, runs: int = 5,
-                reset: Callable[[Any], None] | None = None,
-                metric: Callable[[RunResult, Any], Any] | None = None,
-                runner: Callable[..., RunResult] | None = None, **run_kwargs: Any) -> list[Any]:
+def repeat_runs(
+    lab: Any,
+    fn: Strategy,
+    runs: int = 5,
+    reset: Callable[[Any], None] | None = None,
+    metric: Callable[[RunResult, Any], Any] | None = None,
+    runner: Callable[..., RunResult] | None = None,
+    **run_kwargs: Any,
+) -> list[Any]:
     """Return one value per run: metric(result, client) (default: the RunResult itself).
 
     reset(client) runs before each run (e.g. delete the counter) and metric(result, client)
@@ -419,11 +513,25 @@ def repeat_runs(lab: Any, fn: Strategy, runs: int = 5,
 
 # ---------------------------------------------------------------- processes
 
-def _process_main(lab: Any, fn: Strategy, cid: int, iterations: int, mode: str, think_s: float,
-                  barrier: Any, stop: Any, queue: Any, barrier_timeout: float, decode_responses: bool) -> None:
+
+def _process_main(
+    lab: Any,
+    fn: Strategy,
+    cid: int,
+    iterations: int,
+    mode: str,
+    think_s: float,
+    barrier: Any,
+    stop: Any,
+    queue: Any,
+    barrier_timeout: float,
+    decode_responses: bool,
+) -> None:
     """Body of one client process: connect, wait for the others, loop, send results back."""
     try:
-        client = lab.client(mode=_client_modes(mode, think_s, stop, 1)[0], decode_responses=decode_responses)
+        client = lab.client(
+            mode=_client_modes(mode, think_s, stop, 1)[0], decode_responses=decode_responses
+        )
         client.ping()
         _arm(client)
         before = client_stats(client)
@@ -431,13 +539,26 @@ def _process_main(lab: Any, fn: Strategy, cid: int, iterations: int, mode: str, 
         values: list[Any] = []
         latencies: list[int] = []
         history: list[Op] = []
-        first, last = _timed_loop(cid, client, fn, iterations, stop.is_set, values, latencies, history)
-        message = ("ok", cid, values, latencies, history, client_stats(client) - before, first, last)
+        first, last = _timed_loop(
+            cid, client, fn, iterations, stop.is_set, values, latencies, history
+        )
+        message = (
+            "ok",
+            cid,
+            values,
+            latencies,
+            history,
+            client_stats(client) - before,
+            first,
+            last,
+        )
         try:
             pickle.dumps(message)
         except Exception as exc:  # noqa: BLE001 - reported with what could not be sent
-            raise ClientProcessError(f"client {cid}'s results cannot be sent to the parent: "
-                                     f"{type(exc).__name__}: {exc} (return picklable values)") from exc
+            raise ClientProcessError(
+                f"client {cid}'s results cannot be sent to the parent: "
+                f"{type(exc).__name__}: {exc} (return picklable values)"
+            ) from exc
         queue.put(message)
     except threading.BrokenBarrierError:
         queue.put(("aborted", cid, "start barrier broken"))
@@ -447,8 +568,16 @@ def _process_main(lab: Any, fn: Strategy, cid: int, iterations: int, mode: str, 
         queue.put(("error", cid, f"{type(exc).__name__}: {exc}\n{traceback.format_exc()}"))
 
 
-def run_processes(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 100, mode: str = "straight",
-                  think_s: float = 0.0, timeout: float = 60.0, decode_responses: bool = True) -> RunResult:
+def run_processes(
+    lab: Any,
+    fn: Strategy,
+    clients: int = 8,
+    iterations: int = 100,
+    mode: str = "straight",
+    think_s: float = 0.0,
+    timeout: float = 60.0,
+    decode_responses: bool = True,
+) -> RunResult:
     """Return the RunResult of `clients` forked processes each calling fn(client) `iterations` times.
 
     Real servers only (the embedded server lives inside this process). Raises ClientProcessError
@@ -456,39 +585,66 @@ def run_processes(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 10
     process is joined (or killed) before the call returns.
     """
     if lab.kind == "embedded":
-        raise ValueError("run_processes needs a real server: the embedded backend lives in this "
-                         "process, so other processes cannot reach it. Use run_clients.")
+        raise ValueError(
+            "run_processes needs a real server: the embedded backend lives in this "
+            "process, so other processes cannot reach it. Use run_clients."
+        )
     if mode == "lockstep":
-        raise ValueError("lockstep rounds are kept between threads: use run_clients for mode='lockstep'")
+        raise ValueError(
+            "lockstep rounds are kept between threads: use run_clients for mode='lockstep'"
+        )
     _check_run(clients, iterations, mode, think_s, timeout)
     mp = multiprocessing.get_context("fork")
     barrier, stop, queue = mp.Barrier(clients), mp.Event(), mp.Queue()
-    procs = [mp.Process(target=_process_main, name=f"racelab-client-{cid}", daemon=True,
-                        args=(lab, fn, cid, iterations, mode, think_s, barrier, stop, queue,
-                              timeout, decode_responses))
-             for cid in range(clients)]
+    procs = [
+        mp.Process(
+            target=_process_main,
+            name=f"racelab-client-{cid}",
+            daemon=True,
+            args=(
+                lab,
+                fn,
+                cid,
+                iterations,
+                mode,
+                think_s,
+                barrier,
+                stop,
+                queue,
+                timeout,
+                decode_responses,
+            ),
+        )
+        for cid in range(clients)
+    ]
     messages: list[tuple[Any, ...]] = []
     try:
         with warnings.catch_warnings():
             # Python 3.12+ warns that fork() in a multi-threaded process (a Jupyter kernel) may
             # deadlock the child; the child only uses its own new socket and the queue.
-            warnings.filterwarnings("ignore", message=r".*use of fork\(\) may lead to deadlocks",
-                                    category=DeprecationWarning)
+            warnings.filterwarnings(
+                "ignore",
+                message=r".*use of fork\(\) may lead to deadlocks",
+                category=DeprecationWarning,
+            )
             for p in procs:
                 p.start()
         deadline = time.monotonic() + timeout
         while len(messages) < clients:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise RunTimeout(f"{clients - len(messages)} of {clients} client processes did not "
-                                 f"finish within {timeout}s; they were killed")
+                raise RunTimeout(
+                    f"{clients - len(messages)} of {clients} client processes did not "
+                    f"finish within {timeout}s; they were killed"
+                )
             try:
                 messages.append(queue.get(timeout=min(remaining, 0.5)))
             except queue_module.Empty:
                 if all(not p.is_alive() for p in procs) and queue.empty():
                     raise ClientProcessError(
                         f"{clients - len(messages)} client process(es) exited without a result "
-                        f"(exit codes {[p.exitcode for p in procs]})") from None
+                        f"(exit codes {[p.exitcode for p in procs]})"
+                    ) from None
     finally:
         stop.set()
         for p in procs:
@@ -506,9 +662,12 @@ def run_processes(lab: Any, fn: Strategy, clients: int = 8, iterations: int = 10
     return result
 
 
-def _collect_processes(messages: list[tuple[Any, ...]], clients: int, iterations: int, mode: str,
-                       fn: Strategy) -> RunResult:
-    result = RunResult(clients=clients, iterations=iterations, mode="processes", client_mode=mode, fn=fn)
+def _collect_processes(
+    messages: list[tuple[Any, ...]], clients: int, iterations: int, mode: str, fn: Strategy
+) -> RunResult:
+    result = RunResult(
+        clients=clients, iterations=iterations, mode="processes", client_mode=mode, fn=fn
+    )
     oks = sorted((m for m in messages if m[0] == "ok"), key=lambda m: m[1])
     for _, cid, values, latencies, history, stats, _first, _last in oks:
         result.outcomes.extend((cid, i, v) for i, v in enumerate(values))

@@ -91,6 +91,7 @@ def lease_expires(key: str, label: str | None = None, value: Any = None) -> Cloc
     With value, it is the lease of the holder that wrote value that runs out: the TTL ends only
     if key still holds value (a lease taken later by another holder has not run out yet).
     """
+
     def expire_now(client: Any) -> str:
         ttl = client.pttl(key)
         if ttl == -2:
@@ -132,8 +133,13 @@ def format_value(value: Any, short: Callable[[Any], str]) -> str:
     if isinstance(value, str):
         return repr(short(value))
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{format_value(k, short)}: {format_value(v, short)}"
-                               for k, v in value.items()) + "}"
+        return (
+            "{"
+            + ", ".join(
+                f"{format_value(k, short)}: {format_value(v, short)}" for k, v in value.items()
+            )
+            + "}"
+        )
     if isinstance(value, (list, tuple)):
         inner = ", ".join(format_value(v, short) for v in value)
         return f"[{inner}]" if isinstance(value, list) else f"({inner})"
@@ -147,7 +153,7 @@ def short_text(lab: Any, x: Any) -> str:
             x = x.decode()
         except UnicodeDecodeError:
             prefix = lab.ns.prefix.encode()
-            return repr(x[len(prefix):] if x.startswith(prefix) else x)
+            return repr(x[len(prefix) :] if x.startswith(prefix) else x)
     return lab.ns.short(x) if isinstance(x, str) else _text(x)
 
 
@@ -172,7 +178,13 @@ def read_state(client: Any, keys: Iterable[str], short: Callable[[Any], str]) ->
         elif kind == "list":
             value = "[" + ", ".join(_text(m) for m in client.lrange(key, 0, -1)) + "]"
         elif kind == "zset":
-            value = "[" + ", ".join(f"{_text(m)}:{s:g}" for m, s in client.zrange(key, 0, -1, withscores=True)) + "]"
+            value = (
+                "["
+                + ", ".join(
+                    f"{_text(m)}:{s:g}" for m, s in client.zrange(key, 0, -1, withscores=True)
+                )
+                + "]"
+            )
         else:
             value = f"<{kind}>"
         ttl = " (ttl)" if kind != "none" and client.pttl(key) >= 0 else ""
@@ -209,13 +221,17 @@ class Trace:
         width_c = max(len(r.client) for r in [head, *rows])
         width_m = max(len(r.command) for r in [head, *rows])
         width_r = max(len(r.reply) for r in [head, *rows])
-        lines = [f"{'step':>4}  {head.client:<{width_c}}  {head.command:<{width_m}}  "
-                 f"{head.reply:<{width_r}}  {head.state}".rstrip()]
+        lines = [
+            f"{'step':>4}  {head.client:<{width_c}}  {head.command:<{width_m}}  "
+            f"{head.reply:<{width_r}}  {head.state}".rstrip()
+        ]
         lines.append("-" * len(lines[0]))
         for r in rows:
             num = str(r.step) if r.command != "(setup)" else ""
-            lines.append(f"{num:>4}  {r.client:<{width_c}}  {r.command:<{width_m}}  "
-                         f"{r.reply:<{width_r}}  {r.state}".rstrip())
+            lines.append(
+                f"{num:>4}  {r.client:<{width_c}}  {r.command:<{width_m}}  "
+                f"{r.reply:<{width_r}}  {r.state}".rstrip()
+            )
         results = "  ".join(f"{name} -> {text}" for name, text in self.result_text.items())
         lines.append(f"results: {results}")
         return "\n".join(lines)
@@ -337,7 +353,7 @@ class Connections:
         self.lab.release(self.observer)
         self.clients.clear()
 
-    def __enter__(self) -> "Connections":
+    def __enter__(self) -> Connections:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -354,7 +370,9 @@ def _command_text(args: Command, short: Callable[[Any], str]) -> str:
     if command_name(args) == "EVALSHA" and len(words) > 1:
         name = script_name(words[1])
         words[1] = f"sha1({name}.lua)" if name else words[1][:8] + "..."
-    elif command_name(args) == "EVAL" and len(words) > 1 and ("\n" in words[1] or len(words[1]) > 40):
+    elif (
+        command_name(args) == "EVAL" and len(words) > 1 and ("\n" in words[1] or len(words[1]) > 40)
+    ):
         words[1] = f"<script of {len(words[1])} characters>"
     return " ".join(_word(w) for w in words)
 
@@ -363,7 +381,12 @@ def reply_of_round_trip(commands: Sequence[Command], replies: Sequence[Any]) -> 
     """Return what a round trip answered: the reply; EXEC's for a MULTI block; else the list."""
     if len(replies) == 1:
         return replies[0]
-    if commands and command_name(commands[0]) == "MULTI" and command_name(commands[-1]) == "EXEC" and replies:
+    if (
+        commands
+        and command_name(commands[0]) == "MULTI"
+        and command_name(commands[-1]) == "EXEC"
+        and replies
+    ):
         return replies[-1]
     return list(replies)
 
@@ -375,9 +398,16 @@ class ScheduleRun:
     ``observe=False`` the watched keys are not read after each step (faster; rows show no state).
     """
 
-    def __init__(self, lab: Any, actors: Mapping[str, Actor], setup: Callable[[Any], Any] | None = None,
-                 watch: Sequence[str] = (), reset: Sequence[str] | None = None,
-                 connections: Connections | None = None, observe: bool = True) -> None:
+    def __init__(
+        self,
+        lab: Any,
+        actors: Mapping[str, Actor],
+        setup: Callable[[Any], Any] | None = None,
+        watch: Sequence[str] = (),
+        reset: Sequence[str] | None = None,
+        connections: Connections | None = None,
+        observe: bool = True,
+    ) -> None:
         if not actors:
             raise ValueError("actors must name at least one client")
         not_callable = [n for n, fn in actors.items() if not callable(fn)]
@@ -386,8 +416,10 @@ class ScheduleRun:
         to_reset = list(reset) if reset is not None else list(watch)
         foreign = [k for k in to_reset if not lab.ns.owns(k)]
         if foreign:  # the keys are deleted before every run: never somebody else's
-            raise ValueError(f"reset/watch keys are deleted before each run, so they must lie under this "
-                             f"run's prefix {lab.ns.prefix!r}; {foreign[0]!r} does not (use lab.key)")
+            raise ValueError(
+                f"reset/watch keys are deleted before each run, so they must lie under this "
+                f"run's prefix {lab.ns.prefix!r}; {foreign[0]!r} does not (use lab.key)"
+            )
         self.lab, self.watch, self.observe = lab, list(watch), observe
         self.short = lambda x: short_text(lab, x)
         self._own = connections is None
@@ -418,8 +450,9 @@ class ScheduleRun:
 
     def _start(self, state: _ActorState) -> None:
         state.gate.run = self
-        state.thread = threading.Thread(target=self._body, args=(state,), daemon=True,
-                                        name=f"racelab-actor-{state.name}")
+        state.thread = threading.Thread(
+            target=self._body, args=(state,), daemon=True, name=f"racelab-actor-{state.name}"
+        )
         state.thread.start()
         self._wait_until_parked(state)
 
@@ -464,8 +497,10 @@ class ScheduleRun:
         with self._cond:
             ok = self._cond.wait_for(lambda: state.parked or state.done, STEP_TIMEOUT_S)
         if not ok:
-            raise ScheduleError(f"actor {state.name} did not reach its next round trip within "
-                                f"{STEP_TIMEOUT_S:g} s (is it waiting for something else?)")
+            raise ScheduleError(
+                f"actor {state.name} did not reach its next round trip within "
+                f"{STEP_TIMEOUT_S:g} s (is it waiting for something else?)"
+            )
         if state.crash is not None:
             raise state.crash
 
@@ -484,18 +519,28 @@ class ScheduleRun:
 
     def waiting_on(self) -> dict[str, str]:
         """Return {actor: the round trip it will send next} for every unfinished actor."""
-        return {n: (s.fn.describe(self.short) if isinstance(s.fn, Clock)
-                    else describe_round_trip(s.pending, self.short))
-                for n, s in self.actors.items() if not s.done}
+        return {
+            n: (
+                s.fn.describe(self.short)
+                if isinstance(s.fn, Clock)
+                else describe_round_trip(s.pending, self.short)
+            )
+            for n, s in self.actors.items()
+            if not s.done
+        }
 
     def step(self, name: str) -> TraceRow:
         """Let actor name send its next round trip and run up to the one after; return the trace row."""
         if name not in self.actors:
-            raise ScheduleError(f"schedule names {name!r}, which is not a client ({', '.join(self.actors)})")
+            raise ScheduleError(
+                f"schedule names {name!r}, which is not a client ({', '.join(self.actors)})"
+            )
         state = self.actors[name]
         if state.done:
-            raise ScheduleError(f"schedule asks {name!r} for step {len(self.rows) + 1}, but {name!r} "
-                                f"has already finished (result {format_value(state.result, self.short)})")
+            raise ScheduleError(
+                f"schedule asks {name!r} for step {len(self.rows) + 1}, but {name!r} "
+                f"has already finished (result {format_value(state.result, self.short)})"
+            )
         if state.gate is None:  # a Clock: its whole function is this one step
             command, reply = self._tick(state)
         else:
@@ -506,7 +551,9 @@ class ScheduleRun:
                 self._cond.notify_all()
             self._wait_until_parked(state)
             reply = reply_of_round_trip(pending, state.step_replies)
-        row = TraceRow(len(self.rows) + 1, name, command, format_value(reply, self.short), self._state())
+        row = TraceRow(
+            len(self.rows) + 1, name, command, format_value(reply, self.short), self._state()
+        )
         self.rows.append(row)
         self.names.append(name)
         return row
@@ -519,10 +566,18 @@ class ScheduleRun:
 
     def trace(self) -> Trace:
         """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
-        text = {n: format_value(s.result, self.short) if s.done and not s.aborted else UNFINISHED
-                for n, s in self.actors.items()}
-        return Trace(schedule_text(self.names), list(self.rows), self.results, self.initial_state, text,
-                     {n: s.fn for n, s in self.actors.items()})
+        text = {
+            n: format_value(s.result, self.short) if s.done and not s.aborted else UNFINISHED
+            for n, s in self.actors.items()
+        }
+        return Trace(
+            schedule_text(self.names),
+            list(self.rows),
+            self.results,
+            self.initial_state,
+            text,
+            {n: s.fn for n, s in self.actors.items()},
+        )
 
     def close(self) -> None:
         """Stop unfinished actors at their next round trip, join their threads, release or keep clients."""
@@ -543,16 +598,22 @@ class ScheduleRun:
         if self._own:
             self._connections.close()
 
-    def __enter__(self) -> "ScheduleRun":
+    def __enter__(self) -> ScheduleRun:
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
 
-def run_schedule(lab: Any, actors: Mapping[str, Actor], schedule: str | Sequence[str],
-                 setup: Callable[[Any], Any] | None = None, watch: Sequence[str] = (),
-                 reset: Sequence[str] | None = None, finish: bool = False) -> Trace:
+def run_schedule(
+    lab: Any,
+    actors: Mapping[str, Actor],
+    schedule: str | Sequence[str],
+    setup: Callable[[Any], Any] | None = None,
+    watch: Sequence[str] = (),
+    reset: Sequence[str] | None = None,
+    finish: bool = False,
+) -> Trace:
     """Run the actors' round trips in the exact order schedule gives; return the Trace.
 
     With finish=True, actors still unfinished when the schedule ends run on, in order, to their
@@ -566,6 +627,8 @@ def run_schedule(lab: Any, actors: Mapping[str, Actor], schedule: str | Sequence
             while run.unfinished:
                 run.step(run.unfinished[0])
         elif run.unfinished:
-            raise ScheduleError(f"schedule {schedule_text(order)!r} ends with unfinished clients: "
-                                f"{', '.join(run.unfinished)} (add their steps, or pass finish=True)")
+            raise ScheduleError(
+                f"schedule {schedule_text(order)!r} ends with unfinished clients: "
+                f"{', '.join(run.unfinished)} (add their steps, or pass finish=True)"
+            )
         return run.trace()

@@ -48,8 +48,15 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from helpers.instruments.explore import DEFAULT_MAX_SCHEDULES, Exploration, explore
-from helpers.instruments.schedule import (Actor, Clock, ScheduleError, ScheduleRun, Trace, TraceRow,
-                                          parse_schedule)
+from helpers.instruments.schedule import (
+    Actor,
+    Clock,
+    ScheduleError,
+    ScheduleRun,
+    Trace,
+    TraceRow,
+    parse_schedule,
+)
 
 Invariant = Callable[[Any, dict[str, Any]], bool]
 GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
@@ -79,9 +86,16 @@ def _describe_invariant(invariant: Invariant | None) -> str:
 class Stepper:
     """A forced schedule written one step at a time, by a learner's clicks or by step() calls."""
 
-    def __init__(self, lab: Any, actors: Mapping[str, Actor], setup: Callable[[Any], Any] | None = None,
-                 watch: Sequence[str] = (), reset: Sequence[str] | None = None,
-                 invariant: Invariant | None = None, final_only: bool = False) -> None:
+    def __init__(
+        self,
+        lab: Any,
+        actors: Mapping[str, Actor],
+        setup: Callable[[Any], Any] | None = None,
+        watch: Sequence[str] = (),
+        reset: Sequence[str] | None = None,
+        invariant: Invariant | None = None,
+        final_only: bool = False,
+    ) -> None:
         if invariant is not None and not callable(invariant):
             raise TypeError("invariant must be a function (client, results) -> bool")
         self.lab, self.actors, self.setup = lab, dict(actors), setup
@@ -113,7 +127,9 @@ class Stepper:
         """Close the current run, if any, and start a new one from setup (step 0 judged)."""
         _close_run(self._holder)
         self._verdicts, self._explored = [], None
-        self._holder.append(ScheduleRun(self.lab, self.actors, self.setup, self.watch, self.reset_keys))
+        self._holder.append(
+            ScheduleRun(self.lab, self.actors, self.setup, self.watch, self.reset_keys)
+        )
         self._judge()
 
     def _judge(self) -> None:
@@ -126,10 +142,12 @@ class Stepper:
             ok = self.invariant(run.observer, dict(run.results))
         except Exception as exc:
             self._verdicts.append(None)  # the step ran: keep one verdict per step
-            raise InvariantError(f"the invariant raised {type(exc).__name__}: {exc} after step {len(run.rows)} "
-                                 f"(finished so far: {', '.join(run.results) or 'nobody'}; an invariant "
-                                 f"checked after every step sees only finished actors' results: use "
-                                 f"results.get(name), or Stepper(..., final_only=True))") from exc
+            raise InvariantError(
+                f"the invariant raised {type(exc).__name__}: {exc} after step {len(run.rows)} "
+                f"(finished so far: {', '.join(run.results) or 'nobody'}; an invariant "
+                f"checked after every step sees only finished actors' results: use "
+                f"results.get(name), or Stepper(..., final_only=True))"
+            ) from exc
         if not isinstance(ok, bool):
             self._verdicts.append(None)
             raise TypeError(f"invariant must return a bool, got {ok!r}")
@@ -152,7 +170,7 @@ class Stepper:
         finally:
             self._changed()
 
-    def play(self, schedule: str | Sequence[str]) -> "Stepper":
+    def play(self, schedule: str | Sequence[str]) -> Stepper:
         """Reset, then run schedule's steps ('ABAB' or ['A', 'B', ...]); return the stepper."""
         self.reset()
         for name in parse_schedule(schedule):
@@ -164,7 +182,7 @@ class Stepper:
         _close_run(self._holder)
         self._changed()
 
-    def __enter__(self) -> "Stepper":
+    def __enter__(self) -> Stepper:
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -227,7 +245,11 @@ class Stepper:
         if ok is None:
             return f"{what}: checked once every client has finished"
         if ok:
-            earlier = f" (it was broken after step {self.broken_at})" if self.broken_at is not None else ""
+            earlier = (
+                f" (it was broken after step {self.broken_at})"
+                if self.broken_at is not None
+                else ""
+            )
             return f"{what}: holds {when}{earlier}"
         first = f" (first broken after step {self.broken_at})" if self.broken_at != now else ""
         return f"{what}: BROKEN {when}{first}"
@@ -247,18 +269,31 @@ class Stepper:
     def explore_from_here(self, max_schedules: int = DEFAULT_MAX_SCHEDULES) -> Exploration:
         """Return the Exploration of every complete schedule that begins with the steps taken so far."""
         if self.invariant is None:
-            raise ValueError("explore_from_here needs an invariant: Stepper(..., invariant=fn(client, results))")
+            raise ValueError(
+                "explore_from_here needs an invariant: Stepper(..., invariant=fn(client, results))"
+            )
         prefix, before = self.steps, str(self.trace)
         _close_run(self._holder)  # the explorer resets the same keys: this run is replayed after
         try:
-            everything = explore(self.lab, self.actors, self.invariant, setup=self.setup, watch=self.watch,
-                                 reset=self.reset_keys, max_schedules=max_schedules)
+            everything = explore(
+                self.lab,
+                self.actors,
+                self.invariant,
+                setup=self.setup,
+                watch=self.watch,
+                reset=self.reset_keys,
+                max_schedules=max_schedules,
+            )
         finally:
             self._replay(prefix)
         if str(self.trace) != before:
-            raise RuntimeError("replaying the steps taken gave another trace: the actors are not deterministic")
-        here = [o for o in everything.outcomes if self._split(o.schedule)[:len(prefix)] == prefix]
-        self._explored = Exploration(here, {}, everything.clients, everything.actors, everything.replay)
+            raise RuntimeError(
+                "replaying the steps taken gave another trace: the actors are not deterministic"
+            )
+        here = [o for o in everything.outcomes if self._split(o.schedule)[: len(prefix)] == prefix]
+        self._explored = Exploration(
+            here, {}, everything.clients, everything.actors, everything.replay
+        )
         self._changed()
         return self._explored
 
@@ -272,11 +307,17 @@ class Stepper:
         found, n = self._explored, len(self.steps)
         if found is None:
             return []
-        here = "".join(self.steps) if all(len(a) == 1 for a in self.actors) else " ".join(self.steps)
-        head = (f"every schedule from here ({here or 'the start'}): {found.bad_count} of {found.total} "
-                f"break the invariant")
-        return [head] + [f"  {'BROKEN' if not o.ok else 'ok':<6}  {self._mark(o.schedule, n)}  {o.result_text}"
-                         for o in found.outcomes]
+        here = (
+            "".join(self.steps) if all(len(a) == 1 for a in self.actors) else " ".join(self.steps)
+        )
+        head = (
+            f"every schedule from here ({here or 'the start'}): {found.bad_count} of {found.total} "
+            f"break the invariant"
+        )
+        return [head] + [
+            f"  {'BROKEN' if not o.ok else 'ok':<6}  {self._mark(o.schedule, n)}  {o.result_text}"
+            for o in found.outcomes
+        ]
 
     def _mark(self, schedule: str, n: int) -> str:
         """Return schedule with the steps taken so far and the continuation apart: 'AB|AB'."""
@@ -313,7 +354,9 @@ class Stepper:
         """Return the same picture as an HTML fragment (a table, the waiting list, the verdict in colour)."""
         trace = self.trace
         cell = 'style="text-align:left;padding:1px 8px;line-height:1.3;font-family:monospace"'
-        head = ["step", "client", "command", "reply", "state after"] + (["invariant"] if self.invariant else [])
+        head = ["step", "client", "command", "reply", "state after"] + (
+            ["invariant"] if self.invariant else []
+        )
         rows = [f"<tr>{''.join(f'<th {cell}>{h}</th>' for h in head)}</tr>"]
         setup_row = TraceRow(0, "", "(setup)", "", trace.initial_state)
         for i, row in enumerate([setup_row, *trace.rows]):
@@ -321,24 +364,33 @@ class Stepper:
             tds = "".join(f"<td {cell}>{html.escape(v)}</td>" for v in values)
             if self.invariant is not None:
                 ok = self._verdicts[i]
-                colour, word = (GREY, "") if ok is None else (GREEN, "ok") if ok else (RED, "BROKEN")
-                tds += f'<td {cell}><span style="color:{colour};font-weight:bold">{word}</span></td>'
+                colour, word = (
+                    (GREY, "") if ok is None else (GREEN, "ok") if ok else (RED, "BROKEN")
+                )
+                tds += (
+                    f'<td {cell}><span style="color:{colour};font-weight:bold">{word}</span></td>'
+                )
             rows.append(f"<tr>{tds}</tr>")
         results = "  ".join(f"{n} -> {t}" for n, t in trace.result_text.items())
         waiting = "<br>&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;&nbsp;".join(
-            html.escape(w) for w in self._waiting_lines())
+            html.escape(w) for w in self._waiting_lines()
+        )
         ok = self.invariant_holds
         colour = GREY if ok is None else GREEN if ok else RED
-        parts = [f"<table>{''.join(rows)}</table>",
-                 f'<div style="font-family:monospace;line-height:1.3">results: {html.escape(results)}<br>'
-                 f"waiting: {waiting}</div>",
-                 f'<div style="color:{colour};font-weight:bold">{html.escape(self.invariant_words())}</div>']
+        parts = [
+            f"<table>{''.join(rows)}</table>",
+            f'<div style="font-family:monospace;line-height:1.3">results: {html.escape(results)}<br>'
+            f"waiting: {waiting}</div>",
+            f'<div style="color:{colour};font-weight:bold">{html.escape(self.invariant_words())}</div>',
+        ]
         explored = self._explored_lines()
         if explored and self._explored is not None:
             items = "".join(
                 f'<li style="font-family:monospace;color:{GREEN if o.ok else RED}">'
                 f"{'ok' if o.ok else 'BROKEN'} {html.escape(self._mark(o.schedule, len(self.steps)))} "
-                f"{html.escape(o.result_text)}</li>" for o in self._explored.outcomes)
+                f"{html.escape(o.result_text)}</li>"
+                for o in self._explored.outcomes
+            )
             parts.append(f"<div><b>{html.escape(explored[0])}</b><ul>{items}</ul></div>")
         return "\n".join(parts)
 
@@ -381,15 +433,22 @@ class _StepperView:
         self.buttons = {name: w.Button(layout=w.Layout(width="auto")) for name in stepper.actors}
         for name, button in self.buttons.items():
             button.on_click(lambda _button, name=name: self._do(lambda: self.stepper.step(name)))
-        self.reset_button = w.Button(description="Reset", icon="undo", layout=w.Layout(width="auto"))
+        self.reset_button = w.Button(
+            description="Reset", icon="undo", layout=w.Layout(width="auto")
+        )
         self.reset_button.on_click(lambda _button: self._do(self.stepper.reset))
-        self.explore_button = w.Button(description="Show every schedule", layout=w.Layout(width="auto"),
-                                       tooltip="run every way the schedule can go on from here")
+        self.explore_button = w.Button(
+            description="Show every schedule",
+            layout=w.Layout(width="auto"),
+            tooltip="run every way the schedule can go on from here",
+        )
         self.explore_button.on_click(lambda _button: self._explore())
         self.picture = w.HTML()
         self.error = w.HTML()
         controls = [*self.buttons.values(), self.reset_button, self.explore_button]
-        self.box = w.VBox([w.HBox(controls, layout=w.Layout(flex_flow="row wrap")), self.error, self.picture])
+        self.box = w.VBox(
+            [w.HBox(controls, layout=w.Layout(flex_flow="row wrap")), self.error, self.picture]
+        )
         self.refresh()
 
     def _do(self, action: Callable[[], Any]) -> None:
@@ -397,8 +456,10 @@ class _StepperView:
         try:
             action()
         except Exception as exc:  # noqa: BLE001 - a click has no caller: the widget is where it is shown
-            self.error.value = (f'<div style="color:{RED};font-family:monospace">'
-                                f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>")
+            self.error.value = (
+                f'<div style="color:{RED};font-family:monospace">'
+                f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>"
+            )
             self.refresh(keep_error=True)
 
     def _explore(self) -> None:
@@ -406,7 +467,10 @@ class _StepperView:
         try:
             self._do(self.stepper.explore_from_here)
         finally:
-            self.explore_button.description, self.explore_button.disabled = "Show every schedule", False
+            self.explore_button.description, self.explore_button.disabled = (
+                "Show every schedule",
+                False,
+            )
 
     def refresh(self, keep_error: bool = False) -> None:
         """Redraw the buttons and the picture from the stepper's state."""
@@ -415,16 +479,21 @@ class _StepperView:
         if not self.stepper._holder:  # closed: the last picture stays, Reset starts again
             for button in [*self.buttons.values(), self.explore_button]:
                 button.disabled = True
-            self.error.value = (f'<div style="color:{GREY}">this stepper is closed (its connections too): '
-                                f"Reset starts it again</div>")
+            self.error.value = (
+                f'<div style="color:{GREY}">this stepper is closed (its connections too): '
+                f"Reset starts it again</div>"
+            )
             return
         run = self.stepper._run
         waiting, results = run.waiting_on(), run.trace().result_text
         for name, button in self.buttons.items():
             if name in waiting:
                 fn = self.stepper.actors[name]
-                label = (waiting[name].removeprefix("(clock) ") if isinstance(fn, Clock)
-                         else "next round trip")
+                label = (
+                    waiting[name].removeprefix("(clock) ")
+                    if isinstance(fn, Clock)
+                    else "next round trip"
+                )
                 button.description, button.tooltip = f"{name}: {label}", f"sends {waiting[name]}"
                 button.disabled, button.button_style = False, ""
             else:

@@ -39,23 +39,39 @@ USER = "racelab"
 
 # (rules, why): one group per line of the printed explanation.
 _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
-    ((f"~{SUITE_PREFIX}:*", "resetchannels"),
-     f"keys under {SUITE_PREFIX}:* only (every run's keys live there); no pub/sub channels"),
-    (("-@all", "+@read", "+@write", "+@keyspace", "+@transaction", "+@connection"),
-     "read and write data, MULTI/EXEC/WATCH, the connection's own commands (PING, HELLO, COMMAND)"),
-    (("-@admin", "-@dangerous"),
-     "then none of the server-wide commands those include (FLUSHALL, FLUSHDB, KEYS, MIGRATE, RESTORE, "
-     "SWAPDB, SORT, CLIENT KILL, CONFIG, DEBUG, MONITOR, ...)"),
-    (("-move", "-copy", "-select", "-function|flush", "-function|restore"),
-     "nor what reaches another database (MOVE, COPY ... DB, SELECT) or every library"),
-    (("+eval", "+evalsha", "+eval_ro", "+evalsha_ro", "+script|load", "+script|exists"),
-     "Lua scripts (a script's redis.call runs with these same rights)"),
-    (("+fcall", "+fcall_ro", "+function|load", "+function|delete", "+function|list"),
-     "the function-library allowance: load, call, list and delete libraries (the guard checks the names)"),
-    (("+info|server", "+info|cluster", "+info|commandstats"),
-     "INFO server (the version), cluster (cluster mode?) and commandstats (server time per call)"),
-    (("+cluster|slots", "+cluster|shards"),
-     "the slot map a cluster client reads to route commands (read-only; redis-py asks CLUSTER SLOTS)"),
+    (
+        (f"~{SUITE_PREFIX}:*", "resetchannels"),
+        f"keys under {SUITE_PREFIX}:* only (every run's keys live there); no pub/sub channels",
+    ),
+    (
+        ("-@all", "+@read", "+@write", "+@keyspace", "+@transaction", "+@connection"),
+        "read and write data, MULTI/EXEC/WATCH, the connection's own commands (PING, HELLO, COMMAND)",
+    ),
+    (
+        ("-@admin", "-@dangerous"),
+        "then none of the server-wide commands those include (FLUSHALL, FLUSHDB, KEYS, MIGRATE, RESTORE, "
+        "SWAPDB, SORT, CLIENT KILL, CONFIG, DEBUG, MONITOR, ...)",
+    ),
+    (
+        ("-move", "-copy", "-select", "-function|flush", "-function|restore"),
+        "nor what reaches another database (MOVE, COPY ... DB, SELECT) or every library",
+    ),
+    (
+        ("+eval", "+evalsha", "+eval_ro", "+evalsha_ro", "+script|load", "+script|exists"),
+        "Lua scripts (a script's redis.call runs with these same rights)",
+    ),
+    (
+        ("+fcall", "+fcall_ro", "+function|load", "+function|delete", "+function|list"),
+        "the function-library allowance: load, call, list and delete libraries (the guard checks the names)",
+    ),
+    (
+        ("+info|server", "+info|cluster", "+info|commandstats"),
+        "INFO server (the version), cluster (cluster mode?) and commandstats (server time per call)",
+    ),
+    (
+        ("+cluster|slots", "+cluster|shards"),
+        "the slot map a cluster client reads to route commands (read-only; redis-py asks CLUSTER SLOTS)",
+    ),
 )
 
 
@@ -89,8 +105,12 @@ def user_url(url: str, password: str, user: str = USER) -> str:
     """Return url (redis://host:port/db) with the user and password put in it."""
     parts = urlsplit(url)
     host = parts.hostname or "localhost"
-    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme or "redis", netloc, parts.path or "/0", parts.query, parts.fragment))
+    netloc = f"{quote(user, safe='')}:{quote(password, safe='')}@{host}" + (
+        f":{parts.port}" if parts.port else ""
+    )
+    return urlunsplit(
+        (parts.scheme or "redis", netloc, parts.path or "/0", parts.query, parts.fragment)
+    )
 
 
 def new_password() -> str:

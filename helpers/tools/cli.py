@@ -1,23 +1,23 @@
 """Command line of the suite's helpers (used by the Makefile and .ci/run).
 
-    python -m helpers find                    # print the redis-server >= 8.4 it would use, or fail
-    python -m helpers run -- CMD...           # run CMD with REDIS_URL set to a fresh throwaway server
-    python -m helpers run --shared -- CMD...  # the same, on a server pre-filled with foreign data
-                                              # (2,000+ keys of every type, two databases, libraries,
-                                              # a cached script), CMD running as the workshop ACL
-                                              # user; fails if CMD touched any of it or left suite
-                                              # keys behind (helpers.tools.foreign)
-    python -m helpers run --binary PATH [--cluster] [--shared] -- CMD...
-                                              # the same with that server binary, any version
-                                              # (Redis 7.0, Valkey: the backend matrix); CMD's own
-                                              # throwaway servers use it too ($RACELAB_REDIS_SERVER)
-    python -m helpers run --cluster [--shared] -- CMD...
-                                              # the same on a fresh 3-node cluster (REDIS_URL is a
-                                              # seed node; connect() detects the cluster); --shared
-                                              # fills and checks every node, and sets the user on each
-    python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]
-                                              # print the ACL SETUSER line of the least-privilege
-                                              # workshop user, and its REDIS_URL (helpers.tools.acl)
+python -m helpers find                    # print the redis-server >= 8.4 it would use, or fail
+python -m helpers run -- CMD...           # run CMD with REDIS_URL set to a fresh throwaway server
+python -m helpers run --shared -- CMD...  # the same, on a server pre-filled with foreign data
+                                          # (2,000+ keys of every type, two databases, libraries,
+                                          # a cached script), CMD running as the workshop ACL
+                                          # user; fails if CMD touched any of it or left suite
+                                          # keys behind (helpers.tools.foreign)
+python -m helpers run --binary PATH [--cluster] [--shared] -- CMD...
+                                          # the same with that server binary, any version
+                                          # (Redis 7.0, Valkey: the backend matrix); CMD's own
+                                          # throwaway servers use it too ($RACELAB_REDIS_SERVER)
+python -m helpers run --cluster [--shared] -- CMD...
+                                          # the same on a fresh 3-node cluster (REDIS_URL is a
+                                          # seed node; connect() detects the cluster); --shared
+                                          # fills and checks every node, and sets the user on each
+python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]
+                                          # print the ACL SETUSER line of the least-privilege
+                                          # workshop user, and its REDIS_URL (helpers.tools.acl)
 """
 
 from __future__ import annotations
@@ -29,9 +29,16 @@ from collections import Counter
 
 import redis
 
+from helpers.backend.server import (
+    BINARY_VARIABLE,
+    RedisClusterServer,
+    RedisServer,
+    ServerNotFound,
+    binary_version,
+    find_binary,
+    server_description,
+)
 from helpers.tools import acl, foreign
-from helpers.backend.server import (BINARY_VARIABLE, RedisClusterServer, RedisServer, ServerNotFound,
-                                    binary_version, find_binary, server_description)
 
 
 def _admin(node: RedisServer, password: str, db: int = 0) -> redis.Redis:
@@ -43,28 +50,42 @@ def _has_databases(admin: redis.Redis) -> bool:
     return str(admin.info("cluster").get("cluster_enabled", 0)) != "1"
 
 
-def _summary(planted: Counter, before: dict[tuple[int, int], foreign.Snapshot], nodes: int,
-             server_wide: list[foreign.Snapshot]) -> str:
+def _summary(
+    planted: Counter,
+    before: dict[tuple[int, int], foreign.Snapshot],
+    nodes: int,
+    server_wide: list[foreign.Snapshot],
+) -> str:
     """Return the passed-check line: what was verified, counted from the snapshots."""
     by_db = Counter()
     for (_port, db), snap in before.items():
         by_db[db] += len(snap.keys)
     total = sum(by_db.values())
-    with_ttl = sum(1 for snap in before.values() for (_t, _p, expiry) in snap.keys.values() if expiry > 0)
-    plural = {"string": "strings", "hash": "hashes", "list": "lists", "set": "sets", "zset": "sorted sets",
-              "stream": "streams"}
+    with_ttl = sum(
+        1 for snap in before.values() for (_t, _p, expiry) in snap.keys.values() if expiry > 0
+    )
+    plural = {
+        "string": "strings",
+        "hash": "hashes",
+        "list": "lists",
+        "set": "sets",
+        "zset": "sorted sets",
+        "stream": "streams",
+    }
     kinds = ", ".join(f"{planted[k]} {plural[k]}" for k in foreign.KINDS)
     dbs = " and ".join(f"database {db} ({n:,})" for db, n in sorted(by_db.items()))
     libraries = len(server_wide[0].libraries)
-    return (f"racelab: shared-server check passed: {total:,} foreign keys intact in {dbs}"
-            f"{f' over {nodes} nodes' if nodes > 1 else ''}: {kinds}; "
-            f"{planted['hash with field TTLs']} hashes with hash-field TTLs, {with_ttl} keys with a TTL "
-            f"(same absolute expiry), {planted['binary name']} binary names, "
-            f"{planted['look-alike racelab: key']} look-alike racelab: keys. "
-            f"{libraries} foreign function libraries (one named like the suite's) and the cached script "
-            f"intact, CONFIG ({len(server_wide[0].config)} parameters) and ACL LIST "
-            f"({len(server_wide[0].acl)} users) unchanged{' on every node' if nodes > 1 else ''}; "
-            f"no suite keys or libraries left. The command ran as ACL user {acl.USER!r}.")
+    return (
+        f"racelab: shared-server check passed: {total:,} foreign keys intact in {dbs}"
+        f"{f' over {nodes} nodes' if nodes > 1 else ''}: {kinds}; "
+        f"{planted['hash with field TTLs']} hashes with hash-field TTLs, {with_ttl} keys with a TTL "
+        f"(same absolute expiry), {planted['binary name']} binary names, "
+        f"{planted['look-alike racelab: key']} look-alike racelab: keys. "
+        f"{libraries} foreign function libraries (one named like the suite's) and the cached script "
+        f"intact, CONFIG ({len(server_wide[0].config)} parameters) and ACL LIST "
+        f"({len(server_wide[0].acl)} users) unchanged{' on every node' if nodes > 1 else ''}; "
+        f"no suite keys or libraries left. The command ran as ACL user {acl.USER!r}."
+    )
 
 
 def _run_on_shared_server(server: RedisServer | RedisClusterServer, command: list[str]) -> int:
@@ -80,39 +101,60 @@ def _run_on_shared_server(server: RedisServer | RedisClusterServer, command: lis
     admin_password, user_password = acl.new_password(), acl.new_password()
     for node in nodes:
         with node.client() as open_default:
-            open_default.execute_command("ACL", "SETUSER", "default", "resetpass", f">{admin_password}")
+            open_default.execute_command(
+                "ACL", "SETUSER", "default", "resetpass", f">{admin_password}"
+            )
     admins = {(node.port, 0): _admin(node, admin_password) for node in nodes}
     if _has_databases(admins[(nodes[0].port, 0)]):
-        admins[(nodes[0].port, foreign.SECOND_DB)] = _admin(nodes[0], admin_password, foreign.SECOND_DB)
+        admins[(nodes[0].port, foreign.SECOND_DB)] = _admin(
+            nodes[0], admin_password, foreign.SECOND_DB
+        )
     try:
         acl.apply([admins[(node.port, 0)] for node in nodes], user_password)
-        filler = (redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, password=admin_password)
-                  if isinstance(server, RedisClusterServer) else _admin(nodes[0], admin_password))
+        filler = (
+            redis.RedisCluster(host="127.0.0.1", port=nodes[0].port, password=admin_password)
+            if isinstance(server, RedisClusterServer)
+            else _admin(nodes[0], admin_password)
+        )
         with filler:
-            planted = foreign.plant_keys(filler, field_ttls=foreign.has_field_ttls(admins[(nodes[0].port, 0)]))
-        for (port, db), admin in admins.items():
+            planted = foreign.plant_keys(
+                filler, field_ttls=foreign.has_field_ttls(admins[(nodes[0].port, 0)])
+            )
+        for (_port, db), admin in admins.items():
             if db == 0:
                 foreign.plant_server_wide(admin)
             else:
                 planted += foreign.plant_keys(admin, foreign.SECOND_DB_KEYS, label=f"db{db}")
-        before = {where: foreign.snapshot(admin, server_wide=where[1] == 0) for where, admin in admins.items()}
+        before = {
+            where: foreign.snapshot(admin, server_wide=where[1] == 0)
+            for where, admin in admins.items()
+        }
         url = acl.user_url(server.url, user_password)
-        print(f"racelab: running as ACL user {acl.USER!r} (python -m helpers acl prints its rules)", flush=True)
+        print(
+            f"racelab: running as ACL user {acl.USER!r} (python -m helpers acl prints its rules)",
+            flush=True,
+        )
         rc = subprocess.run(command, env=dict(os.environ, REDIS_URL=url)).returncode
         problems = []
         for (port, db), admin in admins.items():
-            where = "".join([f" (node {port})" if len(nodes) > 1 else "", f" (database {db})" if db else ""])
+            where = "".join(
+                [f" (node {port})" if len(nodes) > 1 else "", f" (database {db})" if db else ""]
+            )
             after = foreign.snapshot(admin, server_wide=db == 0)
             problems += [p + where for p in foreign.compare(before[(port, db)], after)]
-            problems += [f"suite key left behind: {k}{where}"
-                         for k in foreign.suite_leftovers(admin, before[(port, db)], server_wide=db == 0)]
+            problems += [
+                f"suite key left behind: {k}{where}"
+                for k in foreign.suite_leftovers(admin, before[(port, db)], server_wide=db == 0)
+            ]
     finally:
         for admin in admins.values():
             admin.close()
     for line in problems:
         print(f"racelab: SHARED-SERVER CHECK FAILED: {line}", file=sys.stderr)
     if not problems:
-        print(_summary(planted, before, len(nodes), [s for (_p, db), s in before.items() if db == 0]))
+        print(
+            _summary(planted, before, len(nodes), [s for (_p, db), s in before.items() if db == 0])
+        )
     return rc or (1 if problems else 0)
 
 
@@ -124,8 +166,14 @@ def _print_acl(options: list[str]) -> int:
         return 2
     password = values.get("--password") or acl.new_password()
     try:
-        print(acl.explain(password, user=values.get("--user", acl.USER),
-                          url=values.get("--url", "redis://HOST:6379/0"), db=int(values.get("--db", 0))))
+        print(
+            acl.explain(
+                password,
+                user=values.get("--user", acl.USER),
+                url=values.get("--url", "redis://HOST:6379/0"),
+                db=int(values.get("--db", 0)),
+            )
+        )
     except ValueError as exc:
         print(f"racelab: {exc}", file=sys.stderr)
         return 2
@@ -139,34 +187,49 @@ def main(argv: list[str]) -> int:
         except ServerNotFound as exc:
             print(exc, file=sys.stderr)
             return 1
-        print(f"{path} (version {'.'.join(map(str, binary_version(path.with_name('redis-server'))))})")
+        print(
+            f"{path} (version {'.'.join(map(str, binary_version(path.with_name('redis-server'))))})"
+        )
         return 0
     if argv[:1] == ["acl"]:
         return _print_acl(argv[1:])
     if argv[:1] == ["run"] and "--" in argv:
-        options, command = argv[1:argv.index("--")], argv[argv.index("--") + 1:]
+        options, command = argv[1 : argv.index("--")], argv[argv.index("--") + 1 :]
         binary = None
         if "--binary" in options[:-1]:  # --binary PATH: this server binary, whatever its version
             at = options.index("--binary")
-            binary, options = options[at + 1], options[:at] + options[at + 2:]
-            os.environ[BINARY_VARIABLE] = os.path.abspath(binary)  # CMD's own throwaway servers use it too
+            binary, options = options[at + 1], options[:at] + options[at + 2 :]
+            os.environ[BINARY_VARIABLE] = os.path.abspath(
+                binary
+            )  # CMD's own throwaway servers use it too
         if set(options) - {"--shared", "--cluster"} or not command:
             print(__doc__, file=sys.stderr)
             return 2
         shared, cluster = "--shared" in options, "--cluster" in options
         try:
-            server = (RedisClusterServer(binary=binary) if cluster else RedisServer(binary=binary)).start()
-        except ServerNotFound as exc:  # the other start failures (a port, a timeout) keep their traceback
-            print(f"racelab: cannot start a {'cluster' if cluster else 'server'}: {exc}", file=sys.stderr)
+            server = (
+                RedisClusterServer(binary=binary) if cluster else RedisServer(binary=binary)
+            ).start()
+        except (
+            ServerNotFound
+        ) as exc:  # the other start failures (a port, a timeout) keep their traceback
+            print(
+                f"racelab: cannot start a {'cluster' if cluster else 'server'}: {exc}",
+                file=sys.stderr,
+            )
             return 1
         with server:
             binary = server.servers[0].binary if cluster else server.binary
-            print(f"racelab: started {'a 3-node cluster of ' if cluster else ''}{server_description(binary)} "
-                  f"at {server.url}"
-                  f"{' (pre-filled with foreign data)' if shared else ''}", flush=True)
+            print(
+                f"racelab: started {'a 3-node cluster of ' if cluster else ''}{server_description(binary)} "
+                f"at {server.url}"
+                f"{' (pre-filled with foreign data)' if shared else ''}",
+                flush=True,
+            )
             if not shared:
-                return subprocess.run(command, env=dict(os.environ, REDIS_URL=server.url)).returncode
+                return subprocess.run(
+                    command, env=dict(os.environ, REDIS_URL=server.url)
+                ).returncode
             return _run_on_shared_server(server, command)
     print(__doc__, file=sys.stderr)
     return 2
-

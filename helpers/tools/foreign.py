@@ -59,8 +59,14 @@ LOOKALIKE_KEYS: tuple[bytes, ...] = (
     f"{SUITE_PREFIX}:someone:deadbeef:lock".encode(),
 )
 BINARY_KEYS: tuple[bytes, ...] = (
-    b"\x00\x01\x02 nul and control bytes", b"\xff\xfe\xfd not utf-8", b"*", b"app:[glob]?*",
-    b"racelab", b"app:\xe2\x98\x83 snowman", b"\x80" * 16, b"app:line\r\nbreak",
+    b"\x00\x01\x02 nul and control bytes",
+    b"\xff\xfe\xfd not utf-8",
+    b"*",
+    b"app:[glob]?*",
+    b"racelab",
+    b"app:\xe2\x98\x83 snowman",
+    b"\x80" * 16,
+    b"app:line\r\nbreak",
 )
 
 KINDS = ("string", "hash", "list", "set", "zset", "stream")
@@ -71,7 +77,9 @@ def _plant_one(pipe: Any, kind: str, key: bytes, i: int) -> None:
     if kind == "string":
         pipe.set(key, f"value {i}".encode() + bytes([i % 256]))
     elif kind == "hash":
-        pipe.hset(key, mapping={"name": f"user {i}", "role": "admin" if i % 7 == 0 else "member", "n": i})
+        pipe.hset(
+            key, mapping={"name": f"user {i}", "role": "admin" if i % 7 == 0 else "member", "n": i}
+        )
     elif kind == "list":
         pipe.rpush(key, *[f"job-{i}-{j}" for j in range(1 + i % 4)])
     elif kind == "set":
@@ -98,8 +106,9 @@ def has_field_ttls(client: Any) -> bool:
         raise
 
 
-def plant_keys(client: Any, count: int = FOREIGN_KEYS, label: str = "app",
-               field_ttls: bool | None = None) -> Counter:
+def plant_keys(
+    client: Any, count: int = FOREIGN_KEYS, label: str = "app", field_ttls: bool | None = None
+) -> Counter:
     """Write count foreign keys of every type into client's database; return how many of each (and with TTLs, ...).
 
     client may be a cluster client (keys land on the node that owns their slot). The count
@@ -176,7 +185,9 @@ def libraries(client: Any) -> dict[str, bytes]:
         fields = lib if isinstance(lib, dict) else dict(zip(lib[::2], lib[1::2]))
         fields = {_text(k): v for k, v in fields.items()}
         code = fields["library_code"]
-        found[_text(fields["library_name"])] = code if isinstance(code, bytes) else str(code).encode()
+        found[_text(fields["library_name"])] = (
+            code if isinstance(code, bytes) else str(code).encode()
+        )
     return found
 
 
@@ -184,7 +195,7 @@ def _keys_of(client: Any) -> dict[bytes, tuple[bytes, bytes, int]]:
     names = list(client.scan_iter(count=1000))
     keys: dict[bytes, tuple[bytes, bytes, int]] = {}
     for start in range(0, len(names), 500):
-        batch = names[start:start + 500]
+        batch = names[start : start + 500]
         pipe = client.pipeline(transaction=False)
         for name in batch:
             pipe.type(name)
@@ -192,11 +203,15 @@ def _keys_of(client: Any) -> dict[bytes, tuple[bytes, bytes, int]]:
             pipe.pexpiretime(name)
         replies = pipe.execute()
         for n, name in enumerate(batch):
-            kind, payload, expiry = replies[3 * n:3 * n + 3]
+            kind, payload, expiry = replies[3 * n : 3 * n + 3]
             if payload is None:  # gone between SCAN and DUMP: expired, or another run's key deleted
                 continue
             raw = name if isinstance(name, bytes) else name.encode()
-            keys[raw] = (kind if isinstance(kind, bytes) else str(kind).encode(), payload, int(expiry))
+            keys[raw] = (
+                kind if isinstance(kind, bytes) else str(kind).encode(),
+                payload,
+                int(expiry),
+            )
     return keys
 
 
@@ -209,16 +224,22 @@ def snapshot(client: Any, server_wide: bool = True) -> Snapshot:
     if not server_wide:
         return Snapshot(keys=_keys_of(client))
     config = {_text(k): _text(v) for k, v in client.config_get("*").items()}
-    return Snapshot(keys=_keys_of(client), libraries=libraries(client),
-                    script_cached=bool(client.script_exists(FOREIGN_SCRIPT_SHA)[0]), config=config,
-                    acl=tuple(_text(line) for line in client.acl_list()))
+    return Snapshot(
+        keys=_keys_of(client),
+        libraries=libraries(client),
+        script_cached=bool(client.script_exists(FOREIGN_SCRIPT_SHA)[0]),
+        config=config,
+        acl=tuple(_text(line) for line in client.acl_list()),
+    )
 
 
 def _is_suite_key(name: bytes) -> bool:
     return name.startswith(f"{SUITE_PREFIX}:".encode()) and name not in LOOKALIKE_KEYS
 
 
-def suite_leftovers(client: Any, before: Snapshot | None = None, server_wide: bool = True) -> list[str]:
+def suite_leftovers(
+    client: Any, before: Snapshot | None = None, server_wide: bool = True
+) -> list[str]:
     """Return suite keys still present (under racelab:), then suite libraries (racelab*).
 
     Keys and libraries planted as look-alikes, or present in ``before``, are somebody else's.
@@ -227,10 +248,14 @@ def suite_leftovers(client: Any, before: Snapshot | None = None, server_wide: bo
     found = client.scan_iter(match=escape_glob(f"{SUITE_PREFIX}:") + "*", count=1000)
     names = sorted(k if isinstance(k, bytes) else k.encode() for k in found)
     theirs = {FOREIGN_LIBRARY, LOOKALIKE_LIBRARY} | set(before.libraries if before else ())
-    suite_libraries = sorted(n for n in (libraries(client) if server_wide else ())
-                             if n.startswith(SUITE_PREFIX) and n not in theirs)
-    return ([_text(n) for n in names if _is_suite_key(n) and not (before and n in before.keys)]
-            + [f"function library {n!r}" for n in suite_libraries])
+    suite_libraries = sorted(
+        n
+        for n in (libraries(client) if server_wide else ())
+        if n.startswith(SUITE_PREFIX) and n not in theirs
+    )
+    return [_text(n) for n in names if _is_suite_key(n) and not (before and n in before.keys)] + [
+        f"function library {n!r}" for n in suite_libraries
+    ]
 
 
 def compare(before: Snapshot, after: Snapshot) -> list[str]:
@@ -243,7 +268,9 @@ def compare(before: Snapshot, after: Snapshot) -> list[str]:
         elif now[:2] != (kind, payload):
             problems.append(f"foreign key {key!r} was modified")
         elif now[2] != expiry:
-            problems.append(f"foreign key {key!r} had its TTL changed (expiry {expiry} -> {now[2]} ms)")
+            problems.append(
+                f"foreign key {key!r} had its TTL changed (expiry {expiry} -> {now[2]} ms)"
+            )
     for key in sorted(after.keys.keys() - before.keys.keys()):
         if not key.startswith(f"{SUITE_PREFIX}:".encode()):
             problems.append(f"a key outside the suite's prefix was created: {key!r}")
@@ -254,8 +281,11 @@ def compare(before: Snapshot, after: Snapshot) -> list[str]:
             problems.append(f"function library {name!r} was replaced")
     if before.script_cached and not after.script_cached:
         problems.append(f"the cached script {FOREIGN_SCRIPT_SHA} was flushed from the script cache")
-    changed = sorted(k for k in before.config.keys() | after.config.keys()
-                     if before.config.get(k) != after.config.get(k))
+    changed = sorted(
+        k
+        for k in before.config.keys() | after.config.keys()
+        if before.config.get(k) != after.config.get(k)
+    )
     if changed:
         problems.append(f"CONFIG changed: {', '.join(changed)}")
     if before.acl != after.acl:
