@@ -10,6 +10,11 @@ NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-san
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo
+	@echo "Variables (set on the command line, e.g. RACELAB_BACKEND=real make lab):"
+	@echo "  LAB_ARGS=...              extra arguments for jupyter lab, e.g. LAB_ARGS='--port 8899 --no-browser'"
+	@echo "  REDIS_URL=redis://h:p/0   use your own Redis (a server the suite does not own; never flushed)"
+	@echo "  RACELAB_BACKEND=NAME      embedded (default: fakeredis), real or cluster (throwaway servers; make redis first)"
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -22,8 +27,9 @@ venv: $(STAMP) ## Create .venv and install the suite (editable)
 # Jupyter refuses to run as root without --allow-root (containers, CI machines).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
-lab: $(STAMP) ## Open JupyterLab on notebooks/ (embedded backend unless REDIS_URL/RACELAB_BACKEND say otherwise)
-	$(VENV)/bin/jupyter lab $(ROOT_FLAG) $(LAB_ARGS) notebooks/
+lab: $(STAMP) ## Open JupyterLab on the repository (lua/ one click away) at notebooks/00_start_here.ipynb
+	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
+	  --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb $(LAB_ARGS)
 
 test: $(STAMP) ## Unit tests and every notebook: embedded, then a real Redis and a real 3-node cluster when available
 	scripts/run-tests.sh
