@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+LOCK   := requirements.lock
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks handouts clean
+.PHONY: help venv lock upgrade check lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks handouts clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -16,13 +17,35 @@ help: ## Show this help
 	@echo "  REDIS_URL=redis://h:p/0   use your own Redis (a server the suite does not own; never flushed)"
 	@echo "  RACELAB_BACKEND=NAME      embedded (default: fakeredis), real or cluster (throwaway servers; make redis first)"
 
-$(STAMP): pyproject.toml
+# Exactly the versions in requirements.lock (learner packages and the test extra), then the suite
+# itself without letting pip move a pin. `make lock` / `make upgrade` rewrite the lock.
+$(STAMP): pyproject.toml $(LOCK)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e .
+	$(PY) -m pip install --quiet -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
 	@touch $(STAMP)
 
-venv: $(STAMP) ## Create .venv and install the suite (editable)
+venv: $(STAMP) ## Create .venv and install the suite (editable) at the versions in requirements.lock
+
+lock: $(STAMP) ## Recompile requirements.lock, binder/ and environment.yml after editing pyproject.toml (keeps current pins)
+	$(PY) scripts/lock.py
+	$(MAKE) venv
+
+upgrade: $(STAMP) ## Move every pin to its newest release, reinstall, and run the tests
+	$(PY) scripts/lock.py --upgrade
+	$(MAKE) venv
+	$(MAKE) test
+
+# ruff lints and format-checks the Python and the notebooks' code (config: pyproject.toml).
+# CHECK_LATER: paths still being edited by others, checked once they settle (empty it then).
+CHECK_PATHS := helpers races tests benchmarks scripts notebooks
+CHECK_LATER ?= notebooks helpers/backend/modes.py helpers/instruments/measure.py \
+  helpers/exercises tests/test_exercises.py tests/browser
+RUFF_SKIP   := --force-exclude $(addprefix --extend-exclude ,$(CHECK_LATER))
+check: $(STAMP) ## Lint (ruff check) and format check (ruff format --check) of the code and the notebooks
+	$(VENV)/bin/ruff check $(RUFF_SKIP) $(CHECK_PATHS)
+	$(VENV)/bin/ruff format --check $(RUFF_SKIP) $(CHECK_PATHS)
 
 # Jupyter refuses to run as root without --allow-root (containers, CI machines).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
@@ -31,7 +54,7 @@ lab: $(STAMP) ## Open JupyterLab on the repository (lua/ one click away) at note
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
 	  --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb $(LAB_ARGS)
 
-test: $(STAMP) ## Unit tests and every notebook: embedded, then a real Redis and a real 3-node cluster when available
+test: $(STAMP) check ## make check, unit tests and every notebook: embedded, then a real Redis and a real 3-node cluster when available
 	scripts/run-tests.sh
 
 test-unit: $(STAMP) ## Unit tests only
@@ -62,6 +85,13 @@ notebooks: $(STAMP) ## Re-execute every notebook in place on the embedded backen
 	for nb in notebooks/*.ipynb; do \
 	  env -u REDIS_URL RACELAB_BACKEND=embedded $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
 	    --ExecutePreprocessor.timeout=300 "$$nb" || exit 1; done
+
+record: $(STAMP) ## Re-run the demos that need a redis-server and save their outputs to notebooks/recordings/
+	@$(PY) -c "import sys; from helpers.luakit import server_available, missing_server_text; \
+	  sys.exit(0 if server_available() else 'make record needs a server: ' + missing_server_text(live=False))"
+	for nb in $$(grep -l live_or_recorded notebooks/*.ipynb); do \
+	  env -u REDIS_URL RACELAB_BACKEND=embedded RACELAB_RECORD=1 $(VENV)/bin/jupyter nbconvert --to notebook \
+	    --execute --output-dir "$${TMPDIR:-/tmp}" --ExecutePreprocessor.timeout=300 "$$nb" || exit 1; done
 
 handouts: $(STAMP) ## Export executed notebooks to HTML in handouts/
 	$(VENV)/bin/jupyter nbconvert --to html --output-dir handouts notebooks/*.ipynb

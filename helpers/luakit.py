@@ -8,22 +8,33 @@ script) in a thread; ``longest_wait_during`` measures how long another client wa
 call runs. ``restarted`` restarts a throwaway server on its saved data, and
 ``set_memory_headroom`` sets its maxmemory just above current use.
 
+``live_or_recorded(name, demo)`` runs a demo that needs a throwaway server live when a
+redis-server can start, and otherwise replays the output of its last real run from
+``notebooks/recordings/<name>.json`` (server version and date included, labelled as a recording).
+``RACELAB_RECORD=1`` (``make record``) makes live runs save their recordings.
+
 This is not a load harness: concurrent clients run through ``helpers.run_clients``.
 """
 
 from __future__ import annotations
 
+import io
+import json
+import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
+from datetime import date
+from pathlib import Path
 from typing import Any
 
 import redis
 
-from helpers.backend.server import RedisServer, ServerNotFound, find_binary
+from helpers.backend.server import RedisServer, ServerNotFound, find_binary, server_description
 
 # Redis appends where a script failed: " script: <sha>, on @user_script:1." and prefixes
 # "user_script:1: "; fakeredis does neither. Both are noise for a learner comparing servers.
@@ -40,12 +51,15 @@ def server_available() -> bool:
         return False
 
 
-def missing_server_text() -> str:
-    """Return why no throwaway server can start, e.g. 'no redis-server >= 8.4.0 (found: 7.0.15 at ...)'."""
+def missing_server_text(live: bool = True) -> str:
+    """Return why no throwaway server can start, e.g. 'no redis-server >= 8.4.0 (found: 7.0.15 ...)'.
+
+    live=False drops the closing 'This demo is explained, not run.' (a recording is shown instead).
+    """
     try:
         find_binary()
     except ServerNotFound as exc:
-        return f"{exc} This demo is explained, not run."
+        return f"{exc} This demo is explained, not run." if live else str(exc)
     return ""
 
 
@@ -192,3 +206,143 @@ def longest_wait_during(call: Callable[[], Any], probe: Any, key: str) -> tuple[
     if isinstance(result, BaseException):
         raise result
     return background.seconds, longest
+
+
+# --- Recorded outputs (issue 13.5) ----------------------------------------------------------------
+# A demo that needs a throwaway redis-server runs live when one can start; otherwise the notebook
+# shows the output of the last real run, stored in notebooks/recordings/<name>.json with the server
+# version and date, labelled as a recording. Recordings are written only by live runs with
+# RACELAB_RECORD=1 (`make record`), never by hand.
+
+RECORDINGS = Path(__file__).resolve().parents[1] / "notebooks" / "recordings"
+RECORD_VARIABLE = "RACELAB_RECORD"
+
+
+class RecordingMissing(FileNotFoundError):
+    """No redis-server can start and no recording of the demo exists either."""
+
+
+@dataclass
+class Recording:
+    """A demo's result: live (run just now) or recorded (the last real run, read from its JSON file)."""
+
+    name: str
+    live: bool
+    data: dict[str, Any]
+    output: str
+    server: str
+    recorded_at: str
+
+    def __getitem__(self, key: str) -> Any:
+        """Return data[key]: the same JSON value whether the demo ran live or was recorded."""
+        return self.data[key]
+
+    @property
+    def source(self) -> str:
+        """Return 'live run on redis-server 8.6.3' or 'recording of redis-server 8.6.3, 2026-01-02'."""
+        if self.live:
+            return f"live run on {self.server}"
+        return f"recording of {self.server}, {self.recorded_at}"
+
+
+class _Tee(io.TextIOBase):
+    """A stdout that writes to the real stdout and keeps a copy."""
+
+    def __init__(self, target: Any) -> None:
+        self.target, self.copy = target, io.StringIO()
+
+    def write(self, text: str) -> int:
+        self.copy.write(text)
+        return self.target.write(text)
+
+    def flush(self) -> None:
+        self.target.flush()
+
+
+def recording_path(name: str) -> Path:
+    """Return the JSON file of a demo's recording, e.g. notebooks/recordings/04.noscript.json."""
+    if not re.fullmatch(r"\d\d\.[a-z0-9_]+", name):
+        raise ValueError(f"recording names look like '04.noscript_flush', not {name!r}")
+    return RECORDINGS / f"{name}.json"
+
+
+def _json_round_trip(name: str, data: Any) -> dict[str, Any]:
+    """Return data as JSON would give it back (tuples become lists), so live and recorded data are equal."""
+    if not isinstance(data, dict):
+        raise TypeError(f"demo {name!r} must return a dict of JSON values, got {type(data).__name__}")
+    try:
+        return json.loads(json.dumps(data))
+    except TypeError as exc:
+        raise TypeError(
+            f"demo {name!r} returned a value JSON cannot store ({exc}); "
+            "turn errors into text with outcome_text/reply_text"
+        ) from exc
+
+
+def load_recording(name: str) -> Recording:
+    """Return the stored recording of a demo; RecordingMissing if there is none."""
+    path = recording_path(name)
+    if not path.exists():
+        raise RecordingMissing(
+            f"no redis-server here and no recording of {name!r} ({path}): run `make redis`, "
+            "then `make record`"
+        )
+    stored = json.loads(path.read_text())
+    return Recording(
+        name, False, stored["data"], stored["output"], stored["server"], stored["recorded_at"]
+    )
+
+
+def save_recording(recording: Recording) -> Path:
+    """Write a live recording to its JSON file; return the path."""
+    if not recording.live:
+        raise ValueError("only a live run can be recorded")
+    path = recording_path(recording.name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stored = {
+        "name": recording.name,
+        "server": recording.server,
+        "recorded_at": recording.recorded_at,
+        "produced_by": "a live run of the notebook cell (helpers.luakit.live_or_recorded)",
+        "data": recording.data,
+        "output": recording.output,
+    }
+    path.write_text(json.dumps(stored, indent=1, ensure_ascii=False) + "\n")
+    return path
+
+
+def live_or_recorded(
+    name: str, demo: Callable[[], dict[str, Any]], available: bool | None = None
+) -> Recording:
+    """Run demo() live if a redis-server can start, else replay its recording; return either.
+
+    Live: demo's printed output shows as usual and is kept; with RACELAB_RECORD=1 it is saved
+    with the server version and today's date. Recorded: prints a label saying so, why no server,
+    and how to run it live, then the stored output. The returned data is JSON-shaped both ways.
+    """
+    if available is None:
+        available = server_available()
+    if not available:
+        recording = load_recording(name)
+        print(
+            f"RECORDED, not run here: {missing_server_text(live=False)}\n"
+            f"Below: the output of the last real run ({recording.server}, {recording.recorded_at})."
+        )
+        print("-" * 72)
+        print(recording.output, end="" if recording.output.endswith("\n") else "\n")
+        return recording
+    tee = _Tee(sys.stdout)
+    with redirect_stdout(tee):
+        data = demo()
+    recording = Recording(
+        name,
+        True,
+        _json_round_trip(name, data),
+        tee.copy.getvalue(),
+        server_description(find_binary()),
+        date.today().isoformat(),
+    )
+    if os.environ.get(RECORD_VARIABLE) == "1":
+        print(f"(recorded to {recording_path(name).relative_to(RECORDINGS.parents[1])})")
+        save_recording(recording)
+    return recording
