@@ -7,7 +7,7 @@ LOCK   := requirements.lock
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lock upgrade check lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks handouts clean
+.PHONY: help venv lock upgrade check lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks record handouts clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
