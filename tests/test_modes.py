@@ -7,7 +7,16 @@ import time
 import pytest
 
 from helpers import Lab, client_stats
-from helpers.backend.modes import ClientStats, Think, is_failed_conditional_write, mode_of
+from helpers.backend.modes import (
+    ClientStats,
+    Lockstep,
+    Rendezvous,
+    Think,
+    is_failed_conditional_write,
+    mode_of,
+    rtt_of,
+)
+from helpers.instruments.schedule import Gate
 
 
 def test_a_single_command_is_one_round_trip_and_connecting_is_none(lab: Lab) -> None:
@@ -104,3 +113,82 @@ def test_a_connection_opened_again_after_it_broke_is_a_reconnect(lab: Lab) -> No
     client.connection_pool.disconnect()  # as a dropped socket or a server restart would
     client.ping()  # redis-py opens the same connection again, silently
     assert client_stats(client).reconnects == 1
+
+
+# --- the network delay (rtt_ms) ------------------------------------------------------------
+
+
+def _record_delays(client: object) -> list[float]:
+    """Replace the client's Mode.delay with a recorder; return the list it appends seconds to."""
+    waits: list[float] = []
+    mode = mode_of(client)
+    mode.delay = waits.append  # type: ignore[method-assign]
+    return waits
+
+
+def _modes() -> dict[str, object]:
+    return {
+        "straight": "straight",
+        "think": Think(0.0),
+        "lockstep": Lockstep(Rendezvous(1)),
+        "gated": Gate("A"),  # not in a run: its round trips pass, as while connecting
+    }
+
+
+@pytest.mark.parametrize("mode", ["straight", "think", "lockstep", "gated"])
+def test_rtt_delays_each_round_trip_once_in_every_mode(lab: Lab, mode: str) -> None:
+    client, key = lab.client(mode=_modes()[mode], rtt_ms=1.5), lab.key("k")
+    client.ping()  # connect: the handshake is not delayed
+    waits = _record_delays(client)
+    client.set(key, 1)
+    client.get(key)
+    pipe = client.pipeline(transaction=True)  # MULTI, INCR, EXPIRE, EXEC: one round trip
+    pipe.incr(key)
+    pipe.expire(key, 60)
+    pipe.execute()
+    with client.pipeline(transaction=True) as watched:  # WATCH, GET, MULTI..EXEC: three
+        watched.watch(key)
+        watched.get(key)
+        watched.multi()
+        watched.set(key, 2)
+        watched.execute()
+    assert waits == [0.0015] * 6
+    assert client_stats(client).round_trips == 1 + 6
+
+
+def test_rtt_is_really_waited_and_measured(lab: Lab) -> None:
+    client = lab.client(rtt_ms=20)
+    client.ping()
+    before = mode_of(client).delayed_ns
+    start = time.perf_counter_ns()
+    for _ in range(3):
+        client.ping()
+    assert time.perf_counter_ns() - start >= 60e6  # time.sleep never returns early
+    assert mode_of(client).delayed_ns - before >= 60e6
+    assert rtt_of(client) == 20
+
+
+def test_no_rtt_means_no_wait(lab: Lab) -> None:
+    client = lab.client()
+    client.ping()
+    waits = _record_delays(client)
+    client.ping()
+    assert waits == [] and rtt_of(client) == 0 and mode_of(client).delayed_ns == 0
+
+
+def test_rtt_on_a_cluster_client_delays_each_round_trip(cluster_lab: Lab) -> None:
+    client = cluster_lab.client(rtt_ms=1.0)
+    keys = [cluster_lab.key(f"k{i}") for i in range(6)]  # spread over the three nodes
+    client.set(keys[0], 0)
+    waits = _record_delays(client)
+    before = client_stats(client).round_trips
+    for key in keys:
+        client.set(key, 1)
+    assert waits == [0.001] * (client_stats(client).round_trips - before) and len(waits) == 6
+    assert rtt_of(client) == 1.0
+
+
+@pytest.mark.parametrize("rtt_ms", [-0.5, float("nan"), float("inf")])
+def test_a_bad_rtt_is_refused(lab: Lab, rtt_ms: float) -> None:
+    with pytest.raises(ValueError, match="rtt_ms"):
+        lab.client(rtt_ms=rtt_ms)

@@ -9,7 +9,8 @@ Selection order:
    loopback, started now and stopped by ``lab.close()`` or at exit.
 3. Otherwise the embedded backend: one shared fakeredis ``FakeServer`` pinned to 8.4.
 
-``connect(backend=...)`` overrides the environment. Capabilities are probed on the server,
+``connect(backend=...)`` overrides the environment. ``RACELAB_PARSER=python`` makes every client
+use redis-py's Python reply parser even when hiredis is installed (``lab.parser`` says which). Capabilities are probed on the server,
 never read from a version table.
 """
 
@@ -23,13 +24,15 @@ from typing import Any
 
 import redis
 import redis.cluster
+from redis._parsers import _HiredisParser, _RESP2Parser
 from redis.backoff import NoBackoff
 from redis.connection import parse_url
 from redis.retry import Retry
+from redis.utils import HIREDIS_AVAILABLE
 
 from helpers.backend import embedded
 from helpers.backend.guard import GuardedRedis, GuardedRedisCluster, check_command
-from helpers.backend.modes import Mode, Think, connection_class_for
+from helpers.backend.modes import Mode, Think, check_rtt_ms, connection_class_for
 from helpers.backend.namespace import Namespace, new_run_id
 from helpers.backend.scripts import load_script
 from helpers.backend.server import RedisClusterServer, RedisServer, is_owned_url
@@ -95,6 +98,32 @@ class TimedConnection(redis.Connection):
             raise
         except redis.TimeoutError as exc:
             raise self._no_reply(exc, self.socket_timeout, "to a command") from exc
+
+
+PYTHON_PARSER = _RESP2Parser  # redis-py's pure-Python parser (it takes RESP3's when needed)
+
+
+def hiredis_version() -> str | None:
+    """Return the version of the hiredis that redis-py uses, or None (not installed, too old)."""
+    if not HIREDIS_AVAILABLE:
+        return None
+    import hiredis  # noqa: PLC0415 - present only when HIREDIS_AVAILABLE
+
+    return str(hiredis.__version__)
+
+
+def parser_description(kind: str, parser_class: type | None = None) -> str:
+    """Return e.g. 'hiredis 3.2.1' or 'Python parser (hiredis not installed)' for a backend."""
+    if kind == "embedded":
+        return "none: the embedded backend hands replies over in-process (no hiredis needed)"
+    version = hiredis_version()
+    if parser_class is not None and parser_class is not _HiredisParser:
+        return "Python parser (hiredis " + (
+            "installed, turned off)" if version else "not installed)"
+        )
+    if version:
+        return f"hiredis {version}"
+    return "Python parser (hiredis not installed; pip install hiredis parses replies faster)"
 
 
 def client_defaults() -> dict[str, Any]:
@@ -410,6 +439,8 @@ class Lab:
     version: str = ""  # the server's own version (Valkey's valkey_version, not its redis_version)
     caps: Capabilities = field(default_factory=Capabilities)
     server: ServerIdentity = field(default_factory=lambda: ServerIdentity("", ""))
+    # None: redis-py's default (hiredis when installed); PYTHON_PARSER: redis-py's own parser
+    parser_class: type | None = None
 
     def client(
         self,
@@ -417,6 +448,7 @@ class Lab:
         think_s: float = 0.0,
         decode_responses: bool = True,
         node: tuple[str, int] | None = None,
+        rtt_ms: float = 0.0,
         **kwargs: Any,
     ) -> Any:
         """Return a new independent client (its own connections) of the backend's server.
@@ -426,15 +458,17 @@ class Lab:
         cluster, ``node=(host, port)`` gives a plain client of that one node instead of a client
         that routes by key (what forced schedules need for WATCH and MULTI on one connection).
         A client of a real server times out (``client_defaults()``: NoReply after 5 s, no silent
-        retry) unless kwargs say otherwise.
+        retry) unless kwargs say otherwise. ``rtt_ms`` is a network delay, whatever the mode: the
+        client waits that many milliseconds before each round trip (``helpers.backend.modes``).
         """
         mode = _make_mode(mode, think_s)
+        rtt_s = check_rtt_ms(rtt_ms)
         if self.kind == "embedded":
             base = embedded.connection_class()
             c = embedded.new_client(
                 self._server,
                 decode_responses=decode_responses,
-                connection_class=connection_class_for(base, mode),
+                connection_class=connection_class_for(base, mode, rtt_s),
                 **kwargs,
             )
         elif (self.caps.cluster or self.kind == "cluster") and node is None:
@@ -442,10 +476,10 @@ class Lab:
                 self.url,
                 decode_responses=decode_responses,
                 racelab_owned=self.owns_server,
-                connection_class=connection_class_for(TimedConnection, mode),
+                connection_class=self._connection_class(mode, rtt_s),
                 **{**client_defaults(), **kwargs},
             )
-            c.racelab_mode = mode
+            c.racelab_mode, c.racelab_rtt_s = mode, rtt_s
         else:
             single = kwargs.pop("single_connection_client", False)
             where = {} if node is None else {"host": node[0], "port": node[1]}
@@ -453,7 +487,7 @@ class Lab:
             pool = redis.ConnectionPool(
                 **options,
                 decode_responses=decode_responses,
-                connection_class=connection_class_for(TimedConnection, mode),
+                connection_class=self._connection_class(mode, rtt_s),
             )
             c = GuardedRedis(
                 connection_pool=pool,
@@ -463,6 +497,17 @@ class Lab:
             c.auto_close_connection_pool = True  # close() disconnects the pool made here
         self._clients.append(c)
         return c
+
+    def _connection_class(self, mode: Mode, rtt_s: float) -> type:
+        """Return the connection class of a real server's client: timed, counted, lab's parser."""
+        cls = connection_class_for(TimedConnection, mode, rtt_s)
+        cls.racelab_parser_class = self.parser_class
+        return cls
+
+    @property
+    def parser(self) -> str:
+        """Return which reply parser the lab's clients use: hiredis (its version) or Python's."""
+        return parser_description(self.kind, self.parser_class)
 
     def key(self, name: str) -> str:
         """Return this run's key for a short name."""
@@ -562,6 +607,8 @@ def connect(
     else:
         cluster = RedisClusterServer().start()
         lab = Lab(kind="cluster", ns=ns, owns_server=True, url=cluster.url, _server=cluster)
+    if os.environ.get("RACELAB_PARSER", "").lower() == "python":  # hiredis off (lab.parser says so)
+        lab.parser_class = PYTHON_PARSER
     probe = lab.client()
     try:
         lab.server = _server_identity(probe, lab._server)

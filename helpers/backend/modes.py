@@ -18,6 +18,13 @@ trip each, because redis-py sends each of them on its own and waits for its repl
   shows on every run however busy the machine is: no timing is involved, only order.
 * Gated: each round trip blocks until a scheduler grants it (``helpers.instruments.schedule``).
 
+Orthogonal to the mode, a client may have a *network delay* (``Lab.client(rtt_ms=1.0)``): it
+waits that long before each round trip, after the mode's own wait, standing in for the time a
+request and its reply spend on a real network (0.1 ms in one data centre, 1 ms across zones).
+The wait is ``time.sleep``: it never returns early, it lets other threads run (as waiting on a
+network does), and on a busy machine it oversleeps, which only adds to each round trip's cost.
+What was really waited is measured (``mode_of(client).delayed_ns``).
+
 What is counted, for every mode (``client_stats(client)``):
 
 * ``round_trips``: writes to the socket (see above);
@@ -85,11 +92,15 @@ class ClientStats:
     retries: int = 0
     reconnects: int = 0
 
-    def __sub__(self, other: "ClientStats") -> "ClientStats":
-        return ClientStats(self.round_trips - other.round_trips, self.commands - other.commands,
-                           self.retries - other.retries, self.reconnects - other.reconnects)
+    def __sub__(self, other: ClientStats) -> ClientStats:
+        return ClientStats(
+            self.round_trips - other.round_trips,
+            self.commands - other.commands,
+            self.retries - other.retries,
+            self.reconnects - other.reconnects,
+        )
 
-    def copy(self) -> "ClientStats":
+    def copy(self) -> ClientStats:
         """Return a snapshot of these counts."""
         return ClientStats(self.round_trips, self.commands, self.retries, self.reconnects)
 
@@ -101,6 +112,7 @@ class Mode:
 
     def __init__(self) -> None:
         self.stats = ClientStats()
+        self.delayed_ns = 0  # network delay really waited (rtt_ms), in total
         self._lock = threading.Lock()  # a cluster client's node connections may share a mode
 
     def before_round_trip(self, commands: list[Command]) -> None:
@@ -108,6 +120,14 @@ class Mode:
         with self._lock:
             self.stats.round_trips += 1
             self.stats.commands += len(commands)
+
+    def delay(self, seconds: float) -> None:
+        """Wait seconds (the client's network delay, never shorter) and add the time waited to delayed_ns."""
+        started = time.perf_counter_ns()
+        time.sleep(seconds)
+        waited = time.perf_counter_ns() - started
+        with self._lock:
+            self.delayed_ns += waited
 
     def on_reconnect(self) -> None:
         """Called when a connection that had been open before is opened again."""
@@ -217,8 +237,12 @@ class ModeConnection:
     """Mixin put before a redis-py connection class: reports every round trip and reply to the mode."""
 
     racelab_mode: Mode  # set on the subclass made by connection_class_for
+    racelab_rtt_s: float = 0.0  # network delay before each round trip (connection_class_for)
+    racelab_parser_class: type | None = None  # a reply parser to force (None: redis-py's default)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if self.racelab_parser_class is not None:
+            kwargs["parser_class"] = self.racelab_parser_class
         super().__init__(*args, **kwargs)
         self._outgoing: list[Command] = []
         self._awaiting: deque[Command] = deque()
@@ -263,6 +287,8 @@ class ModeConnection:
         outgoing, self._outgoing = self._outgoing, []
         if not self._setting_up and outgoing:
             self.racelab_mode.before_round_trip(outgoing)
+            if self.racelab_rtt_s > 0:
+                self.racelab_mode.delay(self.racelab_rtt_s)
             self._awaiting.extend(outgoing)
         super().send_packed_command(command, check_health)
 
@@ -282,9 +308,28 @@ class ModeConnection:
         self.racelab_mode.on_reply(command, reply)
 
 
-def connection_class_for(base: type, mode: Mode) -> type:
-    """Return a subclass of the connection class base whose connections report to mode."""
-    return type(f"{mode.name.title()}{base.__name__}", (ModeConnection, base), {"racelab_mode": mode})
+def check_rtt_ms(rtt_ms: float) -> float:
+    """Return rtt_ms in seconds; ValueError unless it is a finite number of milliseconds >= 0."""
+    if not rtt_ms >= 0 or rtt_ms == float("inf"):  # written so that NaN fails too
+        raise ValueError(f"rtt_ms must be a finite number of milliseconds >= 0, got {rtt_ms!r}")
+    return rtt_ms / 1000
+
+
+def connection_class_for(base: type, mode: Mode, rtt_s: float = 0.0) -> type:
+    """Return a subclass of the connection class base whose connections report to mode (and wait rtt_s)."""
+    return type(
+        f"{mode.name.title()}{base.__name__}",
+        (ModeConnection, base),
+        {"racelab_mode": mode, "racelab_rtt_s": rtt_s},
+    )
+
+
+def rtt_of(client: Any) -> float:
+    """Return the network delay in ms a Lab client waits before each round trip (0.0 for none)."""
+    pool = getattr(client, "connection_pool", None)
+    if pool is not None:
+        return pool.connection_class.racelab_rtt_s * 1000
+    return getattr(client, "racelab_rtt_s", 0.0) * 1000
 
 
 def mode_of(client: Any) -> Mode:
