@@ -269,7 +269,9 @@ def recording_path(name: str) -> Path:
 def _json_round_trip(name: str, data: Any) -> dict[str, Any]:
     """Return data as JSON would give it back (tuples become lists), so live and recorded data are equal."""
     if not isinstance(data, dict):
-        raise TypeError(f"demo {name!r} must return a dict of JSON values, got {type(data).__name__}")
+        raise TypeError(
+            f"demo {name!r} must return a dict of JSON values, got {type(data).__name__}"
+        )
     try:
         return json.loads(json.dumps(data))
     except TypeError as exc:
