@@ -1,0 +1,143 @@
+"""docs/workshop.md: its schedule repeats each notebook's stated time, and each session adds up.
+
+Each notebook states its time in a "## Time" section as ``Teaching: N minutes. Exercises: M
+minutes.``. The schedule in docs/workshop.md has one table per session (a "### ... session: T
+minutes" heading, rows ``| start | what | teaching | exercises | minutes |``, then "Total: T
+minutes."). The core session (00-03, breaks, wrap-up) must fit 180 minutes; the advanced session
+has its own total. Every notebook is scheduled exactly once, and its instructor notes are linked.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKSHOP = ROOT / "docs" / "workshop.md"
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+TIME_LINE = re.compile(r"^Teaching: (\d+) minutes\. Exercises: (\d+) minutes\.$", re.M)
+SESSION = re.compile(r"^### (\w+) session: (\d+) minutes$", re.M)
+ROW = re.compile(r"^\| (\d+):(\d\d) \| (.+?) \|\s*(\d*)\s*\|\s*(\d*)\s*\|\s*(\d*)\s*\|$", re.M)
+NOTEBOOK_LINK = re.compile(r"\(\.\./notebooks/(\d\d_\w+\.ipynb)\)")
+CORE_LIMIT = 180
+CORE = {"00", "01", "02", "03"}
+
+
+@dataclass
+class Row:
+    """One line of a session table: start minute, text, teaching, exercises, minutes."""
+
+    start: int
+    what: str
+    teaching: int | None
+    exercises: int | None
+    minutes: int | None
+
+    @property
+    def notebook(self) -> str | None:
+        """Return the notebook file the row links to, or None (a break, the wrap-up, the end)."""
+        m = NOTEBOOK_LINK.search(self.what)
+        return m.group(1) if m else None
+
+
+def stated_time(path: Path) -> tuple[int, int]:
+    """Return (teaching, exercises) minutes from a notebook's "## Time" section."""
+    cells = json.loads(path.read_text())["cells"]
+    for cell in cells:
+        text = "".join(cell["source"])
+        if cell["cell_type"] == "markdown" and "## Time" in text:
+            section = text.split("## Time", 1)[1].split("\n## ", 1)[0]
+            m = TIME_LINE.search(section)
+            assert m, (f"{path.name}: the Time section must say exactly "
+                       "'Teaching: N minutes. Exercises: M minutes.'")
+            return int(m.group(1)), int(m.group(2))
+    raise AssertionError(f"{path.name}: no '## Time' section")
+
+
+def sessions(text: str) -> dict[str, tuple[int, str, list[Row]]]:
+    """Return {session name: (stated total, text after the table, rows)} from workshop.md."""
+    found = {}
+    heads = list(SESSION.finditer(text))
+    for i, head in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else text.find("\n## ", head.end())
+        body = text[head.end():end if end > 0 else len(text)]
+        rows = [Row(int(h) * 60 + int(m), what, *(int(x) if x else None for x in nums))
+                for h, m, what, *nums in ROW.findall(body)]
+        found[head.group(1).lower()] = (int(head.group(2)), body, rows)
+    return found
+
+
+def number(row: Row) -> str:
+    """Return the two-digit number of the row's notebook."""
+    assert row.notebook
+    return row.notebook[:2]
+
+
+SESSIONS = sessions(WORKSHOP.read_text())
+
+
+def test_the_schedule_has_a_core_and_an_advanced_session() -> None:
+    assert set(SESSIONS) == {"core", "advanced"}, sorted(SESSIONS)
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_each_notebook_states_its_time_and_the_schedule_repeats_it(notebook: Path) -> None:
+    teaching, exercises = stated_time(notebook)
+    rows = [row for _, _, rows in SESSIONS.values() for row in rows
+            if row.notebook == notebook.name]
+    assert len(rows) == 1, f"{notebook.name} must appear once in docs/workshop.md's schedule"
+    row = rows[0]
+    assert (row.teaching, row.exercises) == (teaching, exercises), (
+        f"{notebook.name} states {teaching} + {exercises} minutes; "
+        f"the schedule says {row.teaching} + {row.exercises}")
+    assert row.minutes == teaching + exercises
+
+
+@pytest.mark.parametrize("name", sorted(SESSIONS))
+def test_start_times_follow_the_minutes_and_the_total_is_their_sum(name: str) -> None:
+    total, body, rows = SESSIONS[name]
+    assert rows and rows[0].start == 0
+    clock = 0
+    for row in rows:
+        assert row.start == clock, f"{row.what!r} starts at {row.start} min, expected {clock}"
+        clock += row.minutes or 0
+    assert rows[-1].minutes is None, "the last row marks the end"
+    assert clock == total, f"the {name} session's rows add up to {clock}, its heading says {total}"
+    assert f"Total: {total} minutes." in body
+
+
+def test_the_core_session_is_00_to_03_with_breaks_and_fits_three_hours() -> None:
+    total, _, rows = SESSIONS["core"]
+    assert {number(row) for row in rows if row.notebook} == CORE
+    assert sum(1 for row in rows if row.what.startswith("Break")) >= 2
+    assert any(row.what.startswith("Wrap-up") for row in rows)
+    assert total <= CORE_LIMIT, f"the core session takes {total} minutes, over {CORE_LIMIT}"
+
+
+def test_the_advanced_session_holds_every_other_notebook() -> None:
+    _, _, rows = SESSIONS["advanced"]
+    numbers = {number(row) for row in rows if row.notebook}
+    assert numbers == {p.name[:2] for p in NOTEBOOKS} - CORE
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_each_notebook_has_instructor_notes_linked_from_the_workshop_page(notebook: Path) -> None:
+    notes = f"notes/{notebook.name[:2]}.md"
+    assert f"]({notes})" in WORKSHOP.read_text(), f"docs/workshop.md does not link {notes}"
+    assert (ROOT / "docs" / notes).is_file(), f"docs/{notes} is missing"
+
+
+def test_the_workshop_page_is_linked_from_the_readme_and_from_00() -> None:
+    assert "docs/workshop.md" in (ROOT / "README.md").read_text()
+    start = json.loads((ROOT / "notebooks" / "00_start_here.ipynb").read_text())
+    assert any("../docs/workshop.md" in "".join(c["source"]) for c in start["cells"])
+
+
+def test_every_local_link_of_the_workshop_page_exists() -> None:
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", WORKSHOP.read_text()):
+        if "://" not in target:
+            assert (WORKSHOP.parent / target).exists() or target.startswith("notes/"), target
