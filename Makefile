@@ -7,7 +7,7 @@ LOCK   := requirements.lock
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lock upgrade check lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks record handouts clean
+.PHONY: help venv lock upgrade check lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks sync-notebooks record handouts clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -81,10 +81,12 @@ soak: $(STAMP) ## Not for CI: notebooks 01-03 and the race tests 10 times with e
 bench: $(STAMP) ## Run the benchmarks and print their figures
 	$(PY) -m benchmarks
 
-notebooks: $(STAMP) ## Re-execute every notebook in place on the embedded backend (refreshes stored outputs)
-	for nb in notebooks/*.ipynb; do \
-	  env -u REDIS_URL RACELAB_BACKEND=embedded $(VENV)/bin/jupyter nbconvert --to notebook --execute --inplace \
-	    --ExecutePreprocessor.timeout=300 "$$nb" || exit 1; done
+# NB=notebooks/02_blind_del.ipynb limits notebooks / sync-notebooks to one notebook.
+notebooks: $(STAMP) ## Re-execute notebooks (embedded), strip volatile metadata, rewrite their notebooks/md/ pairs
+	$(PY) scripts/notebooks.py execute $(NB)
+
+sync-notebooks: $(STAMP) ## Strip volatile metadata and sync notebooks/md/*.md pairs from the newer side (no execution)
+	$(PY) scripts/notebooks.py sync $(NB)
 
 record: $(STAMP) ## Re-run the demos that need a redis-server and save their outputs to notebooks/recordings/
 	@$(PY) -c "import sys; from helpers.luakit import server_available, missing_server_text; \
