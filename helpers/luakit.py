@@ -38,7 +38,7 @@ from helpers.backend.server import RedisServer, ServerNotFound, find_binary, ser
 
 # Redis appends where a script failed: " script: <sha>, on @user_script:1." and prefixes
 # "user_script:1: "; fakeredis does neither. Both are noise for a learner comparing servers.
-_SCRIPT_SUFFIX = re.compile(r"\s*script: [0-9a-f]{40}, on @[\w:]+\.?$")
+_SCRIPT_SUFFIX = re.compile(r"\s*script: [\w-]+, on @[\w:]+\.?$")  # a SHA1 or a function name
 _SCRIPT_PREFIX = re.compile(r"^(@?user_script|@user_function):\d+: ")
 
 

@@ -270,3 +270,13 @@ def test_without_a_recent_enough_server_the_demos_say_which_server_was_found(mon
     )
     monkeypatch.delenv("RACELAB_REDIS_SERVER")
     assert missing_server_text() == "" or "no redis-server" in missing_server_text()
+
+
+def test_error_text_strips_the_function_location_too() -> None:
+    exc = redis.ResponseError(
+        "Script attempted to access keys that do not hash to the same slot "
+        "script: racelab_hidden_key, on @user_function:4."
+    )
+    assert error_text(exc) == (
+        "ResponseError: Script attempted to access keys that do not hash to the same slot"
+    )
