@@ -7,7 +7,7 @@ LOCK   := requirements.lock
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lock upgrade check lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks sync-notebooks record handouts clean
+.PHONY: help venv lock upgrade check format lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks sync-notebooks record handouts clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -46,6 +46,10 @@ RUFF_SKIP   := --force-exclude $(addprefix --extend-exclude ,$(CHECK_LATER))
 check: $(STAMP) ## Lint (ruff check) and format check (ruff format --check) of the code and the notebooks
 	$(VENV)/bin/ruff check $(RUFF_SKIP) $(CHECK_PATHS)
 	$(VENV)/bin/ruff format --check $(RUFF_SKIP) $(CHECK_PATHS)
+
+format: $(STAMP) ## Apply ruff's fixes and formatting (races/ keeps its layout); re-execute changed notebooks after
+	$(VENV)/bin/ruff check --fix $(CHECK_PATHS)
+	$(VENV)/bin/ruff format $(CHECK_PATHS)
 
 # Jupyter refuses to run as root without --allow-root (containers, CI machines).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
