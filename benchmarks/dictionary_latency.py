@@ -31,6 +31,7 @@ from races.dictionary import (
     dict_keys,
     function_get_or_put,
     hgetall_hsetnx_get_or_put,
+    hincrby_hsetnx_get_or_put,
     lua_get_or_put,
     naive_get_or_put,
     watch_get_or_put,
@@ -45,6 +46,7 @@ STRATEGIES: dict[str, Strategy] = {
     "Function": function_get_or_put,
     "Lua batch of 1": batch_get_or_put,
     "WATCH/MULTI": watch_get_or_put,
+    "HINCRBY + HSETNX": hincrby_hsetnx_get_or_put,
 }
 SCAN, SCRIPT = hgetall_hsetnx_get_or_put, lua_get_or_put  # compared in the ratio columns
 SERVER_COMMAND = {SCAN: "hgetall", SCRIPT: "evalsha"}  # INFO commandstats, on a real server

@@ -1,4 +1,4 @@
-"""A shared string -> id dictionary: "get or put if absent", six ways, and its checker.
+"""A shared string -> id dictionary: "get or put if absent", seven ways, and its checker.
 
 Many workers turn strings (column names, group names) into small integer ids through one
 dictionary in Redis: the same string must always get the same id, and ids stay dense (1..N).
@@ -16,10 +16,13 @@ returns the string's id. Strings are binary-safe: ``str`` or any ``bytes``.
 - ``function_get_or_put``: the same logic as the Function library lua/dict_library.lua (FCALL).
 - ``batch_get_or_put``: lua/dict_get_or_put_batch.lua, a whole batch of strings in one call.
 - ``watch_get_or_put``: optimistic WATCH/MULTI/EXEC, started over when a watched key changed.
+- ``hincrby_hsetnx_get_or_put``: HGET the index; on a miss HINCRBY the counter, then HSETNX the
+  index: one id per string without a script, but a caller that loses the HSETNX leaves its id
+  unused, so the ids have gaps (not 1..N).
 
 ``check_dictionary`` is the checker: what is wrong with a dictionary (strings with two ids,
 ids not dense, an index that is not the inverse, a wrong counter, answers callers were given
-that the dictionary contradicts); an empty list means all is well.
+that the dictionary contradicts); an empty list means all is well. ``dense=False`` accepts gaps.
 """
 
 from __future__ import annotations
@@ -136,6 +139,19 @@ def watch_get_or_put(client: redis.Redis, text: Text, keys: DictKeys, max_attemp
     raise GaveUp(max_attempts)
 
 
+def hincrby_hsetnx_get_or_put(client: redis.Redis, text: Text, keys: DictKeys) -> int:
+    """Return text's id: HGET; on a miss HINCRBY an id, HSETNX the index; a loser's id is a gap."""
+    found = client.hget(keys.index, text)
+    if found is not None:
+        return int(found)
+    new_id = client.hincrby(keys.meta, "last_id", 1)
+    if client.hsetnx(keys.index, text, new_id):  # the index decides: one id per string
+        client.hset(keys.ids, new_id, text)
+        return new_id
+    # Another caller registered text since our HGET: take its id; new_id stays unused (a gap).
+    return int(client.hget(keys.index, text))
+
+
 # --- the checker -------------------------------------------------------------------------
 
 def _raw(client: redis.Redis, key: str) -> dict[bytes, bytes]:
@@ -147,11 +163,12 @@ def _shown(text: Text) -> str:
 
 
 def check_dictionary(client: redis.Redis, keys: DictKeys, answers: Iterable[tuple[Text, int]] = (),
-                     indexed: bool = True) -> list[str]:
+                     indexed: bool = True, dense: bool = True) -> list[str]:
     """Return what is wrong with the dictionary and the (text, id) answers callers got; [] if nothing.
 
-    Checks: every string has one id, the ids are exactly 1..N, each answer matches ids; with
-    indexed, also that index is the exact inverse of ids and the counter is N.
+    Checks: every string has one id, each answer matches ids; with dense, that the ids are
+    exactly 1..N; with indexed, that index is the exact inverse of ids and the counter is N
+    (without dense: that no id is above the counter).
     """
     ids = _raw(client, keys.ids)
     problems = []
@@ -160,15 +177,17 @@ def check_dictionary(client: redis.Redis, keys: DictKeys, answers: Iterable[tupl
         owners[text].append(int(field) if field.isdigit() else -1)
     problems += [f"{_shown(text)} has {len(got)} ids: {sorted(got)}"
                  for text, got in sorted(owners.items()) if len(got) > 1]
-    if sorted(ids) != sorted(str(i).encode() for i in range(1, len(ids) + 1)):
+    if dense and sorted(ids) != sorted(str(i).encode() for i in range(1, len(ids) + 1)):
         problems.append(f"the ids are not exactly 1..{len(ids)}")
     if indexed:
         index = _raw(client, keys.index)
         if len(index) != len(ids) or index != {text: field for field, text in ids.items()}:
             problems.append("index is not the inverse of ids")
         last_id = int(client.hget(keys.meta, "last_id") or 0)
-        if last_id != len(ids):
+        if dense and last_id != len(ids):
             problems.append(f"the counter says {last_id}, ids holds {len(ids)}")
+        if not dense and any(int(f) > last_id for f in ids if f.isdigit()):
+            problems.append(f"an id is above the counter ({last_id})")
     for text, given in answers:
         wanted = text.encode() if isinstance(text, str) else text
         if not isinstance(given, int) or ids.get(str(given).encode()) != wanted:

@@ -28,6 +28,7 @@ from races.dictionary import (
     dict_keys,
     function_get_or_put,
     hgetall_hsetnx_get_or_put,
+    hincrby_hsetnx_get_or_put,
     lua_get_or_put,
     naive_get_or_put,
     watch_get_or_put,
@@ -39,6 +40,7 @@ SINGLE = [
     lua_get_or_put,
     function_get_or_put,
     watch_get_or_put,
+    hincrby_hsetnx_get_or_put,
 ]
 ALL = [*SINGLE, batch_get_or_put]
 NOTEBOOK = Path(__file__).resolve().parent.parent / "notebooks" / "03_hgetall_hsetnx.ipynb"
@@ -82,7 +84,7 @@ def _pair(fn: Callable[..., Any], keys: DictKeys, a: Any, b: Any) -> dict[str, A
 
 
 def _sound(
-    keys: DictKeys, texts: dict[str, Any], indexed: bool = True
+    keys: DictKeys, texts: dict[str, Any], indexed: bool = True, dense: bool = True
 ) -> Callable[[Any, dict[str, Any]], bool]:
     """Return an explorer invariant: every actor got its ids and check_dictionary finds nothing."""
 
@@ -91,7 +93,9 @@ def _sound(
         for name, got in results.items():
             mine = texts[name]
             answers += zip(mine, got) if isinstance(mine, list) else [(mine, got)]
-        return len(results) == len(texts) and not check_dictionary(client, keys, answers, indexed)
+        return len(results) == len(texts) and not check_dictionary(
+            client, keys, answers, indexed, dense
+        )
 
     return invariant
 
@@ -177,6 +181,7 @@ def test_hgetall_hsetnx_reads_non_utf8_strings_that_another_caller_stored(lab: L
         (function_get_or_put, 1, 1),
         (batch_get_or_put, 1, 1),
         (watch_get_or_put, 5, 1),
+        (hincrby_hsetnx_get_or_put, 4, 1),
     ],
     ids=lambda v: getattr(v, "__name__", str(v)),
 )
@@ -326,6 +331,55 @@ def test_explored_answers_for_two_workers_registering_one_string(
         assert sorted(found.good) == ["AAAAB", "BBBBA"]
 
 
+def test_hincrby_hsetnx_gives_one_string_one_id_but_the_loser_leaves_a_gap(lab: Lab) -> None:
+    keys = _keys(lab)
+    trace = run_schedule(
+        lab, _pair(hincrby_hsetnx_get_or_put, keys, "price", "price"), "ABABABAB", watch=list(keys)
+    )
+    assert trace.results == {"A": 1, "B": 1}
+    assert [(row.command.split()[0], row.reply) for row in trace.rows[4:6]] == [
+        ("HSETNX", "1"),
+        ("HSETNX", "0"),
+    ]
+    client = lab.client()
+    assert hincrby_hsetnx_get_or_put(client, "volume", keys) == 3  # id 2 was never used
+    assert check_dictionary(client, keys, [("price", 1), ("volume", 3)], dense=False) == []
+    assert check_dictionary(client, keys) == [
+        "the ids are not exactly 1..2",
+        "the counter says 3, ids holds 2",
+    ]
+    # The script keeps ids dense, and refuses a dictionary with a gap rather than extend it.
+    with pytest.raises(redis.ResponseError, match="inconsistent-dictionary"):
+        lua_get_or_put(client, "open", keys)
+
+
+def test_every_schedule_of_hincrby_hsetnx_keeps_one_id_per_string_and_most_leave_a_gap(
+    lab: Lab,
+) -> None:
+    keys = _keys(lab)
+    texts = {"A": "price", "B": "price"}
+    pair = _pair(hincrby_hsetnx_get_or_put, keys, "price", "price")
+    unique = explore(lab, pair, _sound(keys, texts, dense=False), watch=list(keys))
+    assert (unique.total, unique.bad_count) == (64, 0)
+    dense = explore(lab, pair, _sound(keys, texts), watch=list(keys))
+    assert (dense.total, dense.bad_count) == (64, 60)
+    assert sorted(dense.good) == ["AAAAB", "AAABA", "BBBAB", "BBBBA"]
+
+
+def test_check_dictionary_without_dense_still_finds_two_ids_and_an_id_above_the_counter(
+    lab: Lab,
+) -> None:
+    client, keys = lab.client(), _keys(lab)
+    client.hset(keys.ids, mapping={"1": "a", "5": "a"})
+    client.hset(keys.index, mapping={"a": "1"})
+    client.hset(keys.meta, "last_id", 4)
+    assert check_dictionary(client, keys, dense=False) == [
+        "'a' has 2 ids: [1, 5]",
+        "index is not the inverse of ids",
+        "an id is above the counter (4)",
+    ]
+
+
 def test_two_different_new_strings_never_break_the_naive_counter(lab: Lab) -> None:
     keys = _keys(lab)
     texts = {"A": "price", "B": "volume"}
@@ -347,6 +401,28 @@ def test_threaded_naive_counter_breaks_the_bijection_and_hgetall_hsetnx_collides
     assert (
         run.round_trips == run.calls + 2 * run.retries + 30
     )  # a refused HSETNX costs it and a HGETALL
+
+
+def test_threaded_hincrby_hsetnx_keeps_one_id_per_string_and_wastes_an_id_per_lost_hsetnx(
+    lab: Lab,
+) -> None:
+    keys = _keys(lab)
+    run = run_clients(
+        lab,
+        partial(hincrby_hsetnx_get_or_put, keys=keys),
+        inputs=PLAN,
+        mode="lockstep",
+        timeout=120,
+    )
+    client = lab.client()
+    answers = [(PLAN[worker][i], got) for worker, i, got in run.outcomes]
+    assert check_dictionary(client, keys, answers, dense=False) == []
+    last_id = int(client.hget(keys.meta, "last_id"))
+    assert client.hlen(keys.ids) == 30
+    # Round one: all 50 look up and miss (an empty dictionary); round two: 50 HINCRBYs. Only 30
+    # strings exist, so at least 20 HSETNXs lose, and each loser's id is never used.
+    assert last_id - 30 == run.retries >= 20
+    assert run.round_trips == run.calls + 3 * last_id  # a miss adds HINCRBY, HSETNX, HSET or HGET
 
 
 @pytest.mark.parametrize(
