@@ -5,12 +5,17 @@ On a throwaway redis-server (helpers.backend.server), each round measures side b
 * redis-py alone, one thread, a bare loop (the Python floor, no harness);
 * ``run_clients`` with 1 and 8 threads (GIL-bound: 8 threads are not faster than 1);
 * ``run_processes`` with 8 processes (true parallelism);
-* ``redis-benchmark -t incr -P 1 -c N`` with N = 1 and 8 (the server's own client, in C).
+* ``redis-benchmark -t incr -P 1 -c N`` with N = 1 and 8 (the server's own client, in C);
+
+each of ours with redis-py's hiredis parser (when installed) and with its Python parser, and the
+ratio of each to ``redis-benchmark -P 1`` with as many clients;
 
 and the cost of each client mode (``helpers.backend.modes``), one INCR per call in a bare loop:
 
 * redis-py alone: a client with no mode, the baseline (one loopback round trip per call);
+* redis-py alone with its Python parser: what hiredis saves (or not) per call;
 * straight: the mode's connection counts round trips, commands and retries;
+* straight with ``rtt_ms=0``: the network-delay knob turned off costs nothing more;
 * think with 0 s: straight plus ``time.sleep(0)`` before each round trip;
 * gated: each INCR is one step granted by ``ScheduleRun.step`` (two thread hand-offs and a trace
   row per round trip).
@@ -27,6 +32,7 @@ instead of on whichever ran during a busy minute. Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import time
@@ -37,14 +43,15 @@ from typing import Any
 import redis
 
 from helpers.backend import embedded
-from helpers.backend.lab import Lab, connect
+from helpers.backend.lab import PYTHON_PARSER, Lab, connect, hiredis_version
 from helpers.backend.server import find_binary
 from helpers.instruments.race import run_clients, run_processes
 from helpers.instruments.schedule import ScheduleRun
 
 BASELINE = "redis-py alone (no mode)"
+PYTHON_ALONE = "redis-py alone, Python parser"
 GATED = "gated (ScheduleRun.step)"
-MODES = (BASELINE, "straight", "think, 0 s", GATED)
+MODES = (BASELINE, PYTHON_ALONE, "straight", "straight, rtt_ms=0", "think, 0 s", GATED)
 
 
 def incr_once(client: redis.Redis, key: str) -> int:
@@ -66,11 +73,18 @@ def bare_loop(client: redis.Redis, key: str, ops: int) -> float:
     return (time.perf_counter_ns() - started) / ops
 
 
-def plain_client(lab: Lab) -> redis.Redis:
-    """Return a redis-py client of lab's server (one server, not a cluster) with no client mode."""
+def plain_client(lab: Lab, parser_class: type | None = None) -> redis.Redis:
+    """Return a redis-py client of lab's server (not a cluster), no client mode, default parser."""
     if lab.kind == "embedded":
         return embedded.new_client(lab._server, decode_responses=True)
-    return redis.Redis.from_url(lab.url, decode_responses=True)
+    extra = {} if parser_class is None else {"parser_class": parser_class}
+    return redis.Redis.from_url(lab.url, decode_responses=True, **extra)
+
+
+def parsers() -> dict[str, type | None]:
+    """Return {label: parser class for Lab.parser_class}: hiredis (if installed) and Python."""
+    found: dict[str, type | None] = {"hiredis": None} if hiredis_version() else {}
+    return {**found, "Python parser": PYTHON_PARSER}
 
 
 def _timed_block(send: Callable[[], Any], block: int) -> float:
@@ -93,7 +107,9 @@ def mode_ns_per_call(lab: Lab, key: str, blocks: int, block: int = 100) -> dict[
 
     clients = {
         BASELINE: plain_client(lab),
+        PYTHON_ALONE: plain_client(lab, PYTHON_PARSER),
         "straight": lab.client(mode="straight"),
+        "straight, rtt_ms=0": lab.client(mode="straight", rtt_ms=0),
         "think, 0 s": lab.client(mode="think", think_s=0.0),
     }
     result: dict[str, list[float]] = {name: [] for name in MODES}
@@ -107,6 +123,7 @@ def mode_ns_per_call(lab: Lab, key: str, blocks: int, block: int = 100) -> dict[
                 result[GATED].append(_timed_block(partial(run.step, "A"), block))
     finally:
         clients.pop(BASELINE).close()
+        clients.pop(PYTHON_ALONE).close()
         for client in clients.values():
             lab.release(client)
     return result
@@ -156,8 +173,18 @@ def redis_benchmark(port: int, clients: int, ops: int) -> float:
     raise RuntimeError(f"no INCR line in redis-benchmark output:\n{out}")
 
 
-def configurations(lab: Lab, port: int, key: str, ops: int) -> dict[str, Callable[[], float]]:
-    """Return name -> a function measuring that configuration's INCR/s with about ops operations."""
+def _with_parser(lab: Lab, parser_class: type | None, measure: Callable[[], float]) -> float:
+    lab.parser_class = parser_class
+    try:
+        return measure()
+    finally:
+        lab.parser_class = None
+
+
+def configurations(
+    lab: Lab, port: int, key: str, ops: int
+) -> dict[str, tuple[int, Callable[[], float]]]:
+    """Return name -> (clients, a function measuring that configuration's INCR/s over ~ops INCRs)."""
     fn = partial(incr_once, key=key)
 
     def bare() -> float:
@@ -167,59 +194,68 @@ def configurations(lab: Lab, port: int, key: str, ops: int) -> dict[str, Callabl
         finally:
             lab.release(client)
 
-    return {
-        "redis-py bare loop, 1 thread": bare,
-        "run_clients, 1 thread": lambda: run_clients(lab, fn, clients=1, iterations=ops).throughput,
-        "run_clients, 8 threads": lambda: (
-            run_clients(lab, fn, clients=8, iterations=ops // 8).throughput
-        ),
-        "run_processes, 8 processes": lambda: (
-            run_processes(lab, fn, clients=8, iterations=ops // 8).throughput
-        ),
-        "redis-benchmark -c 1": lambda: redis_benchmark(port, 1, ops),
-        "redis-benchmark -c 8": lambda: redis_benchmark(port, 8, ops * 4),
-    }
+    configs: dict[str, tuple[int, Callable[[], float]]] = {}
+    for label, parser_class in parsers().items():
+        ours = {
+            f"redis-py bare loop, 1 thread [{label}]": (1, bare),
+            f"run_clients, 1 thread [{label}]": (
+                1,
+                lambda: run_clients(lab, fn, clients=1, iterations=ops).throughput,
+            ),
+            f"run_clients, 8 threads [{label}]": (
+                8,
+                lambda: run_clients(lab, fn, clients=8, iterations=ops // 8).throughput,
+            ),
+            f"run_processes, 8 processes [{label}]": (
+                8,
+                lambda: run_processes(lab, fn, clients=8, iterations=ops // 8).throughput,
+            ),
+        }
+        for name, (n, measure) in ours.items():
+            configs[name] = (n, partial(_with_parser, lab, parser_class, measure))
+    configs["redis-benchmark -P 1 -c 1"] = (1, lambda: redis_benchmark(port, 1, ops))
+    configs["redis-benchmark -P 1 -c 8"] = (8, lambda: redis_benchmark(port, 8, ops * 4))
+    return configs
 
 
-RATIOS = [
-    ("run_clients, 1 thread", "redis-benchmark -c 1"),
-    ("run_clients, 8 threads", "redis-benchmark -c 8"),
-    ("run_processes, 8 processes", "redis-benchmark -c 8"),
-    ("run_clients, 1 thread", "redis-py bare loop, 1 thread"),
-]
-
-
-def measure_all(ops: int, rounds: int) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Return (name -> INCR/s per round, mode -> ns per INCR per block), after one warm-up round."""
+def measure_all(
+    ops: int, rounds: int
+) -> tuple[dict[str, list[float]], dict[str, int], dict[str, list[float]]]:
+    """Return (name -> INCR/s per round, name -> clients, mode -> ns per INCR per block)."""
     blocks = max(1, ops // 100)
     with connect("bench_harness", backend="real") as lab:
         port = int(lab.url.rsplit(":", 1)[1].split("/")[0])
         key = lab.key("counter")
         configs = configurations(lab, port, key, ops)
-        for measure in configs.values():  # warm-up: connections, imports, server allocations
+        for _, measure in configs.values():  # warm-up: connections, imports, server allocations
             measure()
         mode_ns_per_call(lab, key, blocks)
         samples: dict[str, list[float]] = {name: [] for name in configs}
+        clients = {name: n for name, (n, _) in configs.items()}
         modes: dict[str, list[float]] = {name: [] for name in MODES}
         for _ in range(rounds):
-            for name, measure in configs.items():
+            for name, (_, measure) in configs.items():
                 samples[name].append(measure())
             for name, values in mode_ns_per_call(lab, key, blocks).items():
                 modes[name].extend(values)
-        return samples, modes
+        return samples, clients, modes
 
 
-def report(samples: dict[str, list[float]]) -> str:
-    """Return the table of medians (min-max) and the ratio lines."""
-    width = max(len(n) for n in samples)
-    lines = [f"{'configuration':<{width}}  {'INCR/s (median)':>15}  {'min-max over rounds':>21}"]
+def report(samples: dict[str, list[float]], clients: dict[str, int]) -> str:
+    """Return the table: INCR/s median (min-max) and the ratio to redis-benchmark -P 1, same clients."""
     medians = {name: statistics.median(values) for name, values in samples.items()}
+    width = max(len(n) for n in samples)
+    lines = [
+        f"{'configuration':<{width}}  {'INCR/s (median)':>15}  {'min-max over rounds':>21}  "
+        f"{'/ redis-benchmark':>17}"
+    ]
     for name, values in samples.items():
+        bench = medians[f"redis-benchmark -P 1 -c {clients[name]}"]
         spread = f"{min(values):,.0f}-{max(values):,.0f}"
-        lines.append(f"{name:<{width}}  {medians[name]:>15,.0f}  {spread:>21}")
-    lines.append("")
-    for num, den in RATIOS:
-        lines.append(f"ratio {num} / {den}: {medians[num] / medians[den]:.2f}")
+        lines.append(
+            f"{name:<{width}}  {medians[name]:>15,.0f}  {spread:>21}  {medians[name] / bench:>16.2f}x"
+        )
+    lines.append("(/ redis-benchmark: INCR/s divided by redis-benchmark -P 1's, as many clients)")
     return "\n".join(lines)
 
 
@@ -271,12 +307,14 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.ops < 8 or args.rounds < 1:
         parser.error("need --ops >= 8 and --rounds >= 1")
-    samples, modes = measure_all(args.ops, args.rounds)
+    samples, clients, modes = measure_all(args.ops, args.rounds)
     print(
         f"{args.ops} INCRs per configuration (redis-benchmark -c 8: {args.ops * 4}), "
-        f"{args.rounds} rounds after a warm-up round, one throwaway redis-server on loopback"
+        f"{args.rounds} rounds after a warm-up round, one throwaway redis-server on loopback; "
+        f"redis-py {redis.__version__}, hiredis {hiredis_version() or 'not installed'}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
     )
-    print(report(samples))
+    print(report(samples, clients))
     print()
     print(
         f"per-call cost of each client mode: INCRs in blocks of 100, the modes taking turns, "

@@ -22,21 +22,24 @@ def test_runner_rejects_an_unknown_benchmark(capsys: pytest.CaptureFixture[str])
     assert "unknown benchmark 'no_such_benchmark'" in capsys.readouterr().err
 
 
-def test_harness_report_prints_medians_and_ratios() -> None:
+def test_harness_report_prints_medians_and_ratios_to_redis_benchmark() -> None:
     samples = {
-        "redis-py bare loop, 1 thread": [10_000.0, 12_000.0, 11_000.0],
-        "run_clients, 1 thread": [9_000.0, 9_500.0, 9_900.0],
-        "run_clients, 8 threads": [9_800.0],
-        "run_processes, 8 processes": [30_000.0],
-        "redis-benchmark -c 1": [18_000.0, 19_000.0, 20_000.0],
-        "redis-benchmark -c 8": [80_000.0],
+        "redis-py bare loop, 1 thread [hiredis]": [10_000.0, 12_000.0, 11_000.0],
+        "run_clients, 1 thread [hiredis]": [9_000.0, 9_500.0, 9_900.0],
+        "run_clients, 8 threads [Python parser]": [9_800.0],
+        "run_processes, 8 processes [hiredis]": [30_000.0],
+        "redis-benchmark -P 1 -c 1": [18_000.0, 19_000.0, 20_000.0],
+        "redis-benchmark -P 1 -c 8": [80_000.0],
     }
-    text = harness_overhead.report(samples)
-    row = next(line for line in text.splitlines() if line.startswith("run_clients, 1 thread "))
-    assert row.split()[-2:] == ["9,500", "9,000-9,900"]
-    assert "ratio run_clients, 1 thread / redis-benchmark -c 1: 0.50" in text
-    assert "ratio run_processes, 8 processes / redis-benchmark -c 8: 0.38" in text
-    assert "ratio run_clients, 1 thread / redis-py bare loop, 1 thread: 0.86" in text
+    clients = {name: 8 if "8" in name else 1 for name in samples}
+    rows = {
+        line.split("  ")[0]: line.split()
+        for line in harness_overhead.report(samples, clients).splitlines()
+    }
+    assert rows["run_clients, 1 thread [hiredis]"][-3:] == ["9,500", "9,000-9,900", "0.50x"]
+    assert rows["run_processes, 8 processes [hiredis]"][-1] == "0.38x"
+    assert rows["run_clients, 8 threads [Python parser]"][-1] == "0.12x"
+    assert rows["redis-benchmark -P 1 -c 8"][-1] == "1.00x"
 
 
 def test_mode_report_gives_each_mode_its_paired_overhead_in_ns_and_per_round_trip() -> None:
@@ -65,7 +68,8 @@ def test_every_client_mode_is_measured_on_the_same_counter(lab) -> None:
     measured = harness_overhead.mode_ns_per_call(lab, key, blocks=3, block=5)
     assert list(measured) == list(harness_overhead.MODES)
     assert all(len(values) == 3 and all(v > 0 for v in values) for values in measured.values())
-    assert lab.client().get(key) == str(4 * 3 * 5)  # every mode sent its INCRs, the gated one too
+    modes = len(harness_overhead.MODES)
+    assert lab.client().get(key) == str(modes * 3 * 5)  # every mode sent its INCRs, gated too
 
 
 def test_run_clients_runs_the_benchmark_strategy(lab) -> None:
