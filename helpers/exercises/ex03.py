@@ -68,10 +68,17 @@ def _breaks(stepper: Stepper, schedule: str) -> bool | None:
     return stepper.broken_at is not None
 
 
-@exercise("03.fewest_steps", answer="my_schedule",
-          wrong=["my_schedule = 'AAAAB'", "my_schedule = 'ABAAABB'",
-                 "my_schedule = 'ABABABAB'", "my_schedule = 'ABC'"],
-          hint="replace the None in `my_schedule` with a schedule such as 'ABBA'")
+@exercise(
+    "03.fewest_steps",
+    answer="my_schedule",
+    wrong=[
+        "my_schedule = 'AAAAB'",
+        "my_schedule = 'ABAAABB'",
+        "my_schedule = 'ABABABAB'",
+        "my_schedule = 'ABC'",
+    ],
+    hint="replace the None in `my_schedule` with a schedule such as 'ABBA'",
+)
 def fewest_steps(lab: Lab, answer: object) -> str:
     """Check that answer breaks the naive get-or-put's invariant and that no shorter one does."""
     if not isinstance(answer, str) or not answer.strip():
@@ -79,25 +86,35 @@ def fewest_steps(lab: Lab, answer: object) -> str:
     schedule = "".join(answer.split()).upper()
     with fresh_keys(lab) as keys:
         actor = partial(naive_get_or_put, text="price", keys=keys)
-        with Stepper(lab, {"A": actor, "B": actor}, watch=list(keys),
-                     invariant=one_id_per_string(keys, "price")) as stepper:
+        with Stepper(
+            lab,
+            {"A": actor, "B": actor},
+            watch=list(keys),
+            invariant=one_id_per_string(keys, "price"),
+        ) as stepper:
             try:
                 stepper.play(schedule)
             except ScheduleError as exc:
                 raise Wrong(f"{answer!r} is not a schedule of workers A and B: {exc}") from None
             broken_at = stepper.broken_at
             if broken_at is None:
-                raise Wrong(f"after {schedule} every string still has one id: a worker must miss "
-                            f"the string while the other has not yet written the index")
+                raise Wrong(
+                    f"after {schedule} every string still has one id: a worker must miss "
+                    f"the string while the other has not yet written the index"
+                )
             if broken_at < len(schedule):
-                raise Wrong(f"{schedule} breaks it after step {broken_at}: leave out the steps "
-                            f"after that one")
+                raise Wrong(
+                    f"{schedule} breaks it after step {broken_at}: leave out the steps "
+                    f"after that one"
+                )
             shorter = ("".join(s) for s in itertools.product("AB", repeat=broken_at - 1))
             faster = next((s for s in shorter if _breaks(stepper, s)), None)
     if faster is not None:
         raise Wrong(f"{schedule} breaks it in {broken_at} steps, but it can be done in fewer")
-    return (f"{schedule} gives 'price' two ids after {broken_at} steps, and no schedule of "
-            f"{broken_at - 1} steps does: both lookups, both HINCRBYs, both HSETs of ids")
+    return (
+        f"{schedule} gives 'price' two ids after {broken_at} steps, and no schedule of "
+        f"{broken_at - 1} steps does: both lookups, both HINCRBYs, both HSETs of ids"
+    )
 
 
 def _registers_alone(fn: Callable[..., Any], client: Any, keys: DictKeys) -> None:
@@ -121,27 +138,38 @@ def _survives_every_order(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> i
     try:
         found = explore(lab, {"A": actor, "B": actor}, sound, watch=list(keys))
     except TooManySchedules:
-        raise Wrong("two workers' round trips have too many orders to try: one script, one "
-                    "round trip, is what is asked") from None
+        raise Wrong(
+            "two workers' round trips have too many orders to try: one script, one "
+            "round trip, is what is asked"
+        ) from None
     if found.bad_count:
         first = found.bad[0]
         found.trace(first)  # replays it: the keys now hold what that order left
         problems = check_dictionary(lab.client(), keys)
         if not check_dictionary(lab.client(), keys, dense=False):
-            raise Wrong(f"one id per string, but {found.bad_count} of {found.total} orders of "
-                        f"two workers leave a hole in the ids, e.g. {first}: "
-                        f"{'; '.join(problems)}; the ids must stay 1..N")
-        raise Wrong(f"{found.bad_count} of {found.total} orders of two workers registering "
-                    f"'price' break the dictionary, e.g. {first}: {'; '.join(problems)}")
+            raise Wrong(
+                f"one id per string, but {found.bad_count} of {found.total} orders of "
+                f"two workers leave a hole in the ids, e.g. {first}: "
+                f"{'; '.join(problems)}; the ids must stay 1..N"
+            )
+        raise Wrong(
+            f"{found.bad_count} of {found.total} orders of two workers registering "
+            f"'price' break the dictionary, e.g. {first}: {'; '.join(problems)}"
+        )
     return found.total
 
 
-@exercise("03.get_or_put", answer="my_get_or_put",
-          wrong=["my_get_or_put = naive_get_or_put",
-                 "my_get_or_put = watch_get_or_put",
-                 "my_get_or_put = hincrby_hsetnx_get_or_put",
-                 FORGETS_TO_LOOK_UP],
-          hint="write the body of `my_get_or_put`: a Lua script sent with client.eval")
+@exercise(
+    "03.get_or_put",
+    answer="my_get_or_put",
+    wrong=[
+        "my_get_or_put = naive_get_or_put",
+        "my_get_or_put = watch_get_or_put",
+        "my_get_or_put = hincrby_hsetnx_get_or_put",
+        FORGETS_TO_LOOK_UP,
+    ],
+    hint="write the body of `my_get_or_put`: a Lua script sent with client.eval",
+)
 def get_or_put(lab: Lab, answer: object) -> str:
     """Check answer(client, text, keys): sound alone, in every order, under threads; one trip."""
     if not callable(answer):
@@ -155,14 +183,18 @@ def get_or_put(lab: Lab, answer: object) -> str:
     with fresh_keys(lab) as keys:
         orders = _survives_every_order(lab, answer, keys)
     with fresh_keys(lab) as keys:
-        run = run_clients(lab, partial(answer, keys=keys), inputs=PLAN, mode="lockstep",
-                          timeout=120)
+        run = run_clients(
+            lab, partial(answer, keys=keys), inputs=PLAN, mode="lockstep", timeout=120
+        )
         answers = [(PLAN[worker][i], got) for worker, i, got in run.outcomes]
         problems = check_dictionary(client, keys, answers)
     if problems:
-        raise Wrong(f"{len(PLAN)} threads in lockstep broke the dictionary: "
-                    f"{'; '.join(problems[:2])}")
+        raise Wrong(
+            f"{len(PLAN)} threads in lockstep broke the dictionary: {'; '.join(problems[:2])}"
+        )
     if trips != 1:
         raise Wrong(f"sound, but a new string costs {trips} round trips: make it one (one script)")
-    return (f"one round trip; sound alone, in all {orders} orders of two workers and under "
-            f"{len(PLAN)} threads in lockstep")
+    return (
+        f"one round trip; sound alone, in all {orders} orders of two workers and under "
+        f"{len(PLAN)} threads in lockstep"
+    )
