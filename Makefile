@@ -7,7 +7,7 @@ LOCK   := requirements.lock
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lock upgrade check format lab test test-unit test-notebooks test-matrix other-servers soak redis bench notebooks sync-notebooks record handouts clean
+.PHONY: help venv lock upgrade check format lab test test-unit test-notebooks test-matrix other-servers soak redis bench bench-reference notebooks sync-notebooks record handouts clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -82,8 +82,11 @@ test-matrix: other-servers ## Every notebook on Redis 7.0 and on Valkey 9 (cells
 soak: $(STAMP) ## Not for CI: notebooks 01-03 and the race tests 10 times with every core busy (SOAK_RUNS=N)
 	scripts/soak.sh
 
-bench: $(STAMP) ## Run the benchmarks and print their figures
+bench: $(STAMP) ## Run the benchmarks and print their figures; writes benchmarks/results/*.json (reference)
 	$(PY) -m benchmarks
+
+bench-reference: $(STAMP) ## Refresh only the reference figures notebooks plot (benchmarks/results/*.json; quiet machine)
+	$(PY) -m benchmarks reference
 
 # NB=notebooks/02_blind_del.ipynb limits notebooks / sync-notebooks to one notebook.
 notebooks: $(STAMP) ## Re-execute notebooks (embedded), strip volatile metadata, rewrite their notebooks/md/ pairs

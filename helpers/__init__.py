@@ -7,6 +7,8 @@ What a learner imports comes from here, e.g. ``from helpers import connect, run_
 * ``run_schedule``, ``explore``, ``lease_expires``: forced interleavings and every interleaving;
 * ``run_clients``: the same strategy under real threads;
 * ``plot_timeline`` and the other plots;
+* ``count_work``, ``rtt_sweep``, ``relative_cost``: what each strategy costs (exact round trips and
+  commands, cost as the network slows, real-server figures relative to the naive version);
 * ``check(lab, name, answer)``: an exercise's self-check.
 
 The subject of each lesson (the strategies) lives in ``races/`` and in the notebooks, never
@@ -23,8 +25,11 @@ from helpers.instruments.explore import explore
 from helpers.instruments.listing import show
 from helpers.instruments.plots import plot_timeline
 from helpers.instruments.race import repeat_runs, run_clients
+from helpers.instruments.reference import relative_cost
+from helpers.instruments.rtt import rtt_sweep
 from helpers.instruments.schedule import ScheduleRun, lease_expires, run_schedule
 from helpers.instruments.stepper import Stepper
+from helpers.instruments.work import count_work
 
 __all__ = [
     "Capabilities",
@@ -34,12 +39,15 @@ __all__ = [
     "check",
     "client_stats",
     "connect",
+    "count_work",
     "explore",
     "lease_expires",
     "lua",
     "plot_timeline",
+    "relative_cost",
     "repeat_runs",
     "run_clients",
+    "rtt_sweep",
     "run_schedule",
     "show",
     "Stepper",

@@ -1,0 +1,355 @@
+"""What each fix costs relative to the naive version, at 1 and 8 clients: live or reference figures.
+
+On the embedded backend every timing is Python's (fakeredis and its Lua interpreter run in the
+notebook's process), and the ranking it gives is not the one a real server gives: a Lua script
+there costs more than two plain commands. So the plot that carries the lesson uses figures
+measured on a real Redis >= 8.4 by ``make bench`` (``benchmarks/results/<name>.json``, with
+their provenance) when the backend is embedded, and measures live on a real server or cluster:
+
+    costs = relative_cost(lab, "ratelimit_cost")
+    costs.plot(); print(costs.table()); costs.ratio("lua", 8)
+
+A ``Workload`` says how a benchmark runs each strategy of ``races/`` under load (the very
+function objects the notebooks show); ``measure_costs`` runs it through ``run_clients`` (threads,
+straight mode) with the strategies taking turns run by run, and reports each strategy's time
+per request divided by the baseline's (above 1: dearer than the naive version).
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from helpers.backend.lab import Lab
+from helpers.instruments.measure import compare_strategies
+
+RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+CLIENTS = (1, 8)
+PROVENANCE_FIELDS = (
+    "server",
+    "server_version",
+    "redis_py",
+    "hiredis",
+    "python",
+    "cpu_count",
+    "machine",
+    "date",
+    "command",
+    "load_average",
+)
+FIELDS = (
+    "name",
+    "title",
+    "what",
+    "module",
+    "baseline",
+    "strategies",
+    "clients",
+    "unit",
+    "provenance",
+    "parsers",
+)
+Strategy = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Workload:
+    """How one benchmark runs each strategy of a races/ module: one request per call of fn(client)."""
+
+    name: str
+    title: str
+    what: str
+    module: str
+    baseline: str
+    strategies: dict[str, str]  # shown name -> function name in module
+    requests: Callable[[Lab, Callable[..., Any], str], Strategy]  # (lab, fn, shown) -> request
+    reset: Callable[[Lab, Mapping[str, Callable[..., Any]]], Strategy] | None = None
+    needs: dict[str, str] = field(default_factory=dict)  # shown name -> capability it needs
+
+    def functions(self, lab: Lab | None = None) -> dict[str, Callable[..., Any]]:
+        """Return {shown name: function} of the strategies that exist (and lab's server can run)."""
+        module = importlib.import_module(self.module)
+        found = {n: getattr(module, f) for n, f in self.strategies.items() if hasattr(module, f)}
+        if lab is not None:
+            found = {
+                n: f
+                for n, f in found.items()
+                if n not in self.needs or getattr(lab.caps, self.needs[n])
+            }
+        return found
+
+
+# --- the three workloads ---------------------------------------------------------------------
+
+
+def _limiter(lab: Lab, fn: Callable[..., Any], shown: str) -> Strategy:
+    return partial(fn, key=lab.key(f"ref:rl:{shown}"), limit=10**9, window=60)
+
+
+def _limiter_reset(lab: Lab, fns: Mapping[str, Callable[..., Any]]) -> Strategy:
+    keys = [lab.key(f"ref:rl:{shown}") for shown in fns]
+    return lambda client: [client.delete(k) for k in keys]
+
+
+def _lock_turn(lab: Lab, fn: Callable[..., Any], shown: str) -> Strategy:
+    from races import locks  # noqa: PLC0415 - the subject, imported where it is used
+
+    serial = itertools.count()
+
+    def turn(client: Any) -> Any:  # a lock of its own each time: no contention, every client
+        key, token = lab.key(f"ref:lock:{shown}:{next(serial)}"), locks.new_token()
+        locks.acquire(client, key, token, 60_000)
+        return fn(client, key, token)
+
+    return turn
+
+
+DICTIONARY_SIZE = 100
+
+
+def _dict_keys(lab: Lab, shown: str) -> Any:
+    from races.dictionary import dict_keys  # noqa: PLC0415
+
+    return dict_keys(lab.ns, "ref-" + "".join(c for c in shown.lower() if c.isalnum()))
+
+
+def _registration(lab: Lab, fn: Callable[..., Any], shown: str) -> Strategy:
+    keys, serial = _dict_keys(lab, shown), itertools.count()
+    return lambda client: fn(client, f"new-{next(serial)}", keys)
+
+
+def _dictionary_reset(lab: Lab, fns: Mapping[str, Callable[..., Any]]) -> Strategy:
+    def reset(client: Any) -> None:  # every dictionary back to the same DICTIONARY_SIZE strings
+        for shown in fns:
+            keys = _dict_keys(lab, shown)
+            client.delete(*keys)
+            ids = {i: f"word-{i}" for i in range(1, DICTIONARY_SIZE + 1)}
+            client.hset(keys.ids, mapping=ids)
+            client.hset(keys.index, mapping={w: i for i, w in ids.items()})
+            client.hset(keys.meta, "last_id", DICTIONARY_SIZE)
+
+    return reset
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            "ratelimit_cost",
+            "Rate limiter",
+            "one admitted request (limit never reached)",
+            "races.ratelimit",
+            "naive",
+            {
+                "naive": "naive_allow",
+                "lua": "lua_allow",
+                "watch": "watch_allow",
+                "incr-first": "incr_first_allow",
+                "multi": "multi_allow",
+                "ifeq": "ifeq_allow",
+            },
+            _limiter,
+            _limiter_reset,
+            needs={"ifeq": "set_ifeq"},
+        ),
+        Workload(
+            "lock_release_cost",
+            "Lock release",
+            "one uncontended turn: SET NX PX on a lock of its own, then the release",
+            "races.locks",
+            "DEL (blind)",
+            {
+                "DEL (blind)": "release_blind",
+                "GET + DEL": "release_check_then_del",
+                "Lua": "release_lua",
+                "Lua, checked": "release_lua_checked",
+                "WATCH": "release_watch",
+                "DELEX IFEQ": "release_delex",
+                "DELEX IFDEQ": "release_digest",
+            },
+            _lock_turn,
+            needs={"DELEX IFEQ": "delex", "DELEX IFDEQ": "delex"},
+        ),
+        Workload(
+            "dictionary_cost",
+            "Dictionary get-or-put",
+            f"registering a new string in a dictionary of {DICTIONARY_SIZE} (grows during a run)",
+            "races.dictionary",
+            "naive",
+            {
+                "naive": "naive_get_or_put",
+                "HGETALL + HSETNX": "hgetall_hsetnx_get_or_put",
+                "HINCRBY + HSETNX": "hincrby_hsetnx_get_or_put",
+                "Lua": "lua_get_or_put",
+                "Function": "function_get_or_put",
+                "WATCH": "watch_get_or_put",
+            },
+            _registration,
+            _dictionary_reset,
+            needs={"Function": "functions"},
+        ),
+    )
+}
+
+
+# --- measuring and loading ---------------------------------------------------------------
+
+
+def measure_costs(
+    lab: Lab,
+    workload: Workload,
+    clients: Sequence[int] = CLIENTS,
+    requests: int = 400,
+    repeats: int = 3,
+) -> dict[str, Any]:
+    """Return {"ratios", "requests_per_s", "best_requests_per_s", "round_trips", "retries"}.
+
+    Each is {clients: {strategy: x}}. A ratio is the baseline's best requests/s over the
+    strategy's: a busy machine only slows a run down, so the fastest of the repeats is the figure
+    other load disturbed least (the median is kept beside it).
+    """
+    fns = workload.functions(lab)
+    requests_of = {n: workload.requests(lab, f, n) for n, f in fns.items()}
+    reset = workload.reset(lab, fns) if workload.reset else None
+    runs = compare_strategies(lab, requests_of, clients, requests, repeats, reset=reset)
+    out: dict[str, Any] = {
+        "ratios": {},
+        "requests_per_s": {},
+        "best_requests_per_s": {},
+        "round_trips": {},
+        "retries": {},
+    }
+    for n in clients:
+        rate = {s: statistics.median(r.throughput for r in runs[s][n]) for s in fns}
+        best = {s: max(r.throughput for r in runs[s][n]) for s in fns}
+        c = str(n)
+        out["requests_per_s"][c] = {s: round(rate[s], 1) for s in fns}
+        out["best_requests_per_s"][c] = {s: round(best[s], 1) for s in fns}
+        out["ratios"][c] = {s: round(best[workload.baseline] / best[s], 3) for s in fns}
+        out["round_trips"][c] = {
+            s: round(statistics.median(r.round_trips / r.calls for r in runs[s][n]), 3) for s in fns
+        }
+        out["retries"][c] = {
+            s: round(statistics.median(r.retries / r.calls for r in runs[s][n]), 3) for s in fns
+        }
+    return out
+
+
+@dataclass(frozen=True)
+class CostFigures:
+    """Each strategy's cost relative to the baseline at each client count, and where it comes from."""
+
+    name: str
+    title: str
+    baseline: str
+    ratios: dict[str, dict[str, float]]  # {clients: {strategy: time per request / baseline's}}
+    source: str  # "reference" or "live"
+    provenance: str
+    parser: str = ""
+
+    @property
+    def names(self) -> list[str]:
+        """Return the strategies, in the benchmark's order."""
+        return list(next(iter(self.ratios.values())))
+
+    def ratio(self, strategy: str, clients: int) -> float:
+        """Return strategy's time per request divided by the baseline's, at `clients` clients."""
+        return self.ratios[str(clients)][strategy]
+
+    def table(self) -> str:
+        """Return a fixed-width table: one row per strategy, one column per client count."""
+        counts = list(self.ratios)
+        width = max(len("strategy"), *(len(n) for n in self.names))
+        lines = [f"{'strategy':<{width}}" + "".join(f"{c + ' client(s)':>14}" for c in counts)]
+        for name in self.names:
+            lines.append(
+                f"{name:<{width}}" + "".join(f"{self.ratio(name, int(c)):>13.2f}x" for c in counts)
+            )
+        lines.append(f"(time per request relative to {self.baseline}; {self.provenance})")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return self.table()
+
+    def plot(self, ax: Any = None) -> Any:
+        """Draw grouped bars of each strategy's relative cost at each client count; return the Axes."""
+        import matplotlib.pyplot as plt  # noqa: PLC0415 - only when plotting
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(8, 4))
+        counts, names = list(self.ratios), self.names
+        width = 0.8 / len(counts)
+        for i, c in enumerate(counts):
+            xs = [j + (i - (len(counts) - 1) / 2) * width for j in range(len(names))]
+            ax.bar(xs, [self.ratio(n, int(c)) for n in names], width, label=f"{c} client(s)")
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
+        ax.set_ylabel(f"time per request / {self.baseline}'s (x)")
+        ax.set_xlabel("strategy")
+        ax.set_title(
+            f"{self.title}: cost relative to {self.baseline} ({self.source})\n{self.provenance}",
+            fontsize="medium",
+        )
+        ax.legend(title="clients (threads)")
+        return ax
+
+
+def reference_path(name: str) -> Path:
+    """Return benchmarks/results/<name>.json."""
+    return RESULTS_DIR / f"{name}.json"
+
+
+def load_reference(name: str) -> dict[str, Any]:
+    """Return the parsed reference file of benchmark name (FileNotFoundError if none is committed)."""
+    return json.loads(reference_path(name).read_text())
+
+
+def provenance_text(data: Mapping[str, Any]) -> str:
+    """Return e.g. 'reference: Redis 8.6.3, redis-py 8.1.0, hiredis 3.5.0, 2 CPUs, 2026-12-01'."""
+    p = data["provenance"]
+    return (
+        f"reference: {p['server']}, redis-py {p['redis_py']}, hiredis {p['hiredis']}, "
+        f"{p['cpu_count']} CPUs ({p['machine']}), {p['date'][:10]}, load {p['load_average'][0]}"
+    )
+
+
+def reference(name: str, parser: str | None = None) -> CostFigures:
+    """Return the committed reference figures of benchmark name (parser 'hiredis' or 'python')."""
+    data = load_reference(name)
+    parser = parser or ("hiredis" if "hiredis" in data["parsers"] else "python")
+    return CostFigures(
+        name=name,
+        title=data["title"],
+        baseline=data["baseline"],
+        ratios=data["parsers"][parser]["ratios"],
+        source="reference",
+        provenance=provenance_text(data) + f", {parser} parser",
+        parser=parser,
+    )
+
+
+def relative_cost(
+    lab: Lab, name: str, source: str | None = None, requests: int = 400, repeats: int = 3
+) -> CostFigures:
+    """Return the cost figures of benchmark name: the reference on embedded, else measured live."""
+    source = source or ("reference" if lab.kind == "embedded" else "live")
+    if source == "reference":
+        return reference(name, "hiredis" if "hiredis" in lab.parser else None)
+    workload = WORKLOADS[name]
+    measured = measure_costs(lab, workload, CLIENTS, requests, repeats)
+    return CostFigures(
+        name=name,
+        title=workload.title,
+        baseline=workload.baseline,
+        ratios=measured["ratios"],
+        source="live",
+        provenance=f"live: {lab.server.label()} ({lab.kind}), {lab.parser}",
+        parser=lab.parser,
+    )
