@@ -27,8 +27,10 @@ def _missing_server() -> str:
     return ""
 
 
-pytestmark = [pytest.mark.real,
-              pytest.mark.skipif(bool(_missing_server()), reason=_missing_server() or "-")]
+pytestmark = [
+    pytest.mark.real,
+    pytest.mark.skipif(bool(_missing_server()), reason=_missing_server() or "-"),
+]
 
 
 def test_the_fence_repeats_after_a_failover_that_lost_a_grant(capsys) -> None:
@@ -44,11 +46,11 @@ def test_the_fence_repeats_after_a_failover_that_lost_a_grant(capsys) -> None:
 def test_without_the_stall_the_promoted_replica_goes_on_counting() -> None:
     with replica_pair() as (primary, replica):
         assert acquire_fenced(primary, "lock", "fence", "tok-A", 60_000) == 1
-        assert primary.wait(1, 5000) == 1      # the replica has A's grant
+        assert primary.wait(1, 5000) == 1  # the replica has A's grant
         fail_over(replica)
         assert replica.get("lock") == "tok-A"  # so B finds the lock taken...
         primary.delete("lock")
-        replica.delete("lock")                 # ...until A lets go; then B's fence is larger
+        replica.delete("lock")  # ...until A lets go; then B's fence is larger
         assert acquire_fenced(replica, "lock", "fence", "tok-B", 60_000) == 2
 
 

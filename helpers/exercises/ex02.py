@@ -32,14 +32,18 @@ def _holder(client: Any, key: str, release: Release) -> Any:
 def _story(key: str, release: Release, takers: str = "B") -> dict[str, Any]:
     """Return the actors: A holds and releases, T ends A's lease, each taker tries SET NX PX."""
     actors = {"A": partial(_holder, key=key, release=release), "T": lease_expires(key, value=A)}
-    return actors | {name: partial(locks.acquire, key=key, token=f"tok-{name}", ttl_ms=LEASE_MS)
-                     for name in takers}
+    return actors | {
+        name: partial(locks.acquire, key=key, token=f"tok-{name}", ttl_ms=LEASE_MS)
+        for name in takers
+    }
 
 
 def _b_keeps_its_lock(key: str) -> Callable[[Any, dict[str, Any]], bool]:
     """Return the invariant: if B took the lock, the lock still holds B's token."""
+
     def invariant(client: Any, results: dict[str, Any]) -> bool:
         return results.get("B") is not True or client.get(key) == B
+
     return invariant
 
 
@@ -48,16 +52,20 @@ def _every_schedule(lab: Lab, key: str, release: Release) -> Exploration:
     return explore(lab, _story(key, release), _b_keeps_its_lock(key), watch=[key])
 
 
-@exercise("02.my_release", answer="my_release", wrong=[
-    "def my_release(client, key, token):\n    return client.delete(key) == 1",
-    "def my_release(client, key, token):\n"
-    "    if client.get(key) == token:\n        return client.delete(key) == 1\n    return False",
-    "def my_release(client, key, token):\n    return False",
-    "def my_release(client, key, token):\n"
-    "    client.eval(\"if redis.call('GET', KEYS[1]) == ARGV[1] then \"\n"
-    "                \"return redis.call('DEL', KEYS[1]) end return 0\", 1, key, token)\n"
-    "    return True",
-])
+@exercise(
+    "02.my_release",
+    answer="my_release",
+    wrong=[
+        "def my_release(client, key, token):\n    return client.delete(key) == 1",
+        "def my_release(client, key, token):\n"
+        "    if client.get(key) == token:\n        return client.delete(key) == 1\n    return False",
+        "def my_release(client, key, token):\n    return False",
+        "def my_release(client, key, token):\n"
+        "    client.eval(\"if redis.call('GET', KEYS[1]) == ARGV[1] then \"\n"
+        "                \"return redis.call('DEL', KEYS[1]) end return 0\", 1, key, token)\n"
+        "    return True",
+    ],
+)
 def my_release(lab: Lab, release: Any) -> str:
     """Run the learner's release on its own, in ATBAC and through every schedule."""
     if not callable(release):
@@ -67,25 +75,34 @@ def my_release(lab: Lab, release: Any) -> str:
     try:
         admin.set(key, B, px=LEASE_MS)
         if release(admin, key, A) or admin.get(key) != B:
-            raise Wrong("it deleted (or said it deleted) another client's lock: the key held tok-B "
-                        "and the caller's token was tok-A")
+            raise Wrong(
+                "it deleted (or said it deleted) another client's lock: the key held tok-B "
+                "and the caller's token was tok-A"
+            )
         admin.set(key, A, px=LEASE_MS)
         if release(admin, key, A) is not True or admin.exists(key):
             raise Wrong("it did not release its own lock, or did not return True when it did")
-        trace = run_schedule(lab, _story(key, release, takers="BC"), "ATBAC", watch=[key],
-                             finish=True)
+        trace = run_schedule(
+            lab, _story(key, release, takers="BC"), "ATBAC", watch=[key], finish=True
+        )
         if trace.results["C"] is True:
-            raise Wrong("in the schedule ATBAC, C got the lock while B held it: "
-                        "run_schedule(lab, story(my_release), 'ATBAC', watch=[LOCK]) shows how")
+            raise Wrong(
+                "in the schedule ATBAC, C got the lock while B held it: "
+                "run_schedule(lab, story(my_release), 'ATBAC', watch=[LOCK]) shows how"
+            )
         every = _every_schedule(lab, key, release)
         if every.bad:
-            raise Wrong(f"{every.summary()}, e.g. {every.bad[0]}: its check and its delete are "
-                        "two round trips, and the lease can run out between them")
+            raise Wrong(
+                f"{every.summary()}, e.g. {every.bad[0]}: its check and its delete are "
+                "two round trips, and the lease can run out between them"
+            )
     finally:
         admin.delete(key)
         admin.close()
-    return (f"B keeps its lock in ATBAC and in every schedule ({every.summary()}), and your "
-            "release deletes its own lock and nobody else's")
+    return (
+        f"B keeps its lock in ATBAC and in every schedule ({every.summary()}), and your "
+        "release deletes its own lock and nobody else's"
+    )
 
 
 def _schedule_names(answer: Any) -> set[str]:
@@ -98,12 +115,16 @@ def _schedule_names(answer: Any) -> set[str]:
     return names
 
 
-@exercise("02.schedules", answer="my_prediction", wrong=[
-    "my_prediction = set()",
-    "my_prediction = {'ATBA'}",
-    "my_prediction = {'AATBA', 'ATBA'}",
-    "my_prediction = {'AATBA', 'AATAB'}",
-])
+@exercise(
+    "02.schedules",
+    answer="my_prediction",
+    wrong=[
+        "my_prediction = set()",
+        "my_prediction = {'ATBA'}",
+        "my_prediction = {'AATBA', 'ATBA'}",
+        "my_prediction = {'AATBA', 'AATAB'}",
+    ],
+)
 def schedules(lab: Lab, answer: Any) -> str:
     """Compare the learner's set with the schedules the explorer finds broken for GET-compare-DEL."""
     predicted = _schedule_names(answer)
@@ -115,17 +136,25 @@ def schedules(lab: Lab, answer: Any) -> str:
     possible, broken = {o.schedule for o in every.outcomes}, set(every.bad)
     impossible = sorted(predicted - possible)
     if impossible:
-        raise Wrong(f"{', '.join(impossible)}: not a possible order of these round trips (A sends "
-                    "SET NX PX, GET and, only if the GET returned its token, DEL; T and B one each)")
+        raise Wrong(
+            f"{', '.join(impossible)}: not a possible order of these round trips (A sends "
+            "SET NX PX, GET and, only if the GET returned its token, DEL; T and B one each)"
+        )
     if not predicted:
         raise Wrong("no schedule at all? At least one order lets B's lock be deleted")
     harmless = sorted(predicted - broken)
     if harmless:
-        raise Wrong(f"{', '.join(harmless)} keep{'s' if len(harmless) == 1 else ''} B's lock: "
-                    "try it with run_schedule and look at what A's GET returns")
+        raise Wrong(
+            f"{', '.join(harmless)} keep{'s' if len(harmless) == 1 else ''} B's lock: "
+            "try it with run_schedule and look at what A's GET returns"
+        )
     missing = broken - predicted
     if missing:
-        raise Wrong(f"{len(missing)} more schedule(s) break the invariant: which step must fall "
-                    "between A's GET and its DEL?")
-    return (f"{every.summary()}: only {', '.join(sorted(broken))}. A's GET must run before "
-            "its lease ends, and B's SET after that and before A's DEL")
+        raise Wrong(
+            f"{len(missing)} more schedule(s) break the invariant: which step must fall "
+            "between A's GET and its DEL?"
+        )
+    return (
+        f"{every.summary()}: only {', '.join(sorted(broken))}. A's GET must run before "
+        "its lease ends, and B's SET after that and before A's DEL"
+    )

@@ -27,12 +27,19 @@ def _direct_problems(client: Any, write: Write, resource: str, fence_key: str) -
     if write(client, resource, fence_key, 2, "two") is not True or client.get(resource) != "two":
         raise Wrong("the first write (fence 2, nothing written before) must write and return True")
     if write(client, resource, fence_key, 1, "one") or client.get(resource) != "two":
-        raise Wrong("after fence 2 had written, a write with fence 1 got through (or said so): "
-                    "the resource must remember the highest fence and refuse older ones")
+        raise Wrong(
+            "after fence 2 had written, a write with fence 1 got through (or said so): "
+            "the resource must remember the highest fence and refuse older ones"
+        )
     if write(client, resource, fence_key, 2, "two again") is not True:
-        raise Wrong("the holder of fence 2 could not write a second time: an equal fence is the "
-                    "same holder, refuse only smaller ones")
-    if write(client, resource, fence_key, 3, "three") is not True or client.get(resource) != "three":
+        raise Wrong(
+            "the holder of fence 2 could not write a second time: an equal fence is the "
+            "same holder, refuse only smaller ones"
+        )
+    if (
+        write(client, resource, fence_key, 3, "three") is not True
+        or client.get(resource) != "three"
+    ):
         raise Wrong("a newer fence (3) was refused")
 
 
@@ -49,57 +56,81 @@ def _report_writer(client: Any, token: str, write: Write, keys: dict[str, str]) 
 def _late_writer_survives(lab: Lab, write: Write, keys: dict[str, str]) -> None:
     """Raise Wrong if, in ATBBAAB, A's late write (fence 1) replaces B's report (fence 2)."""
     writers = {n: partial(_report_writer, token=f"tok-{n}", write=write, keys=keys) for n in "AB"}
-    run_schedule(lab, writers | {"T": lease_expires(keys["lock"])}, "ATBBAAB", finish=True,
-                 reset=list(keys.values()))
+    run_schedule(
+        lab,
+        writers | {"T": lease_expires(keys["lock"])},
+        "ATBBAAB",
+        finish=True,
+        reset=list(keys.values()),
+    )
     report = lab.client().get(keys["report"])
     if report != "tok-B's report":
-        raise Wrong(f"in the notebook's schedule ATBBAAB the report ends as {report!r}: A's late "
-                    "write with fence 1 must be refused after B wrote with fence 2")
+        raise Wrong(
+            f"in the notebook's schedule ATBBAAB the report ends as {report!r}: A's late "
+            "write with fence 1 must be refused after B wrote with fence 2"
+        )
 
 
 def _newest_wins(resource: str, fence_key: str) -> Callable[[Any, dict[str, Any]], bool]:
     """Return the invariant: after both writes, the resource holds the newer fence's value."""
+
     def invariant(client: Any, results: dict[str, Any]) -> bool:
         return client.get(resource) == "new" and client.get(fence_key) == "2"
+
     return invariant
 
 
-@exercise("07.fenced_write", answer="my_fenced_write", wrong=[
-    "def my_fenced_write(client, resource, fence_key, fence, value):\n"
-    "    return bool(client.set(resource, value))",
-    "def my_fenced_write(client, resource, fence_key, fence, value):\n"
-    "    if int(client.get(fence_key) or 0) >= fence:\n        return False\n"
-    "    client.mset({resource: value, fence_key: fence})\n    return True",
-    "def my_fenced_write(client, resource, fence_key, fence, value):\n"
-    "    if int(client.get(fence_key) or 0) > fence:\n        return False\n"
-    "    client.mset({resource: value, fence_key: fence})\n    return True",
-    "def my_fenced_write(client, resource, fence_key, fence, value):\n"
-    "    if int(client.get(fence_key) or 0) > fence:\n        return False\n"
-    "    return bool(client.set(resource, value))",
-])
+@exercise(
+    "07.fenced_write",
+    answer="my_fenced_write",
+    wrong=[
+        "def my_fenced_write(client, resource, fence_key, fence, value):\n"
+        "    return bool(client.set(resource, value))",
+        "def my_fenced_write(client, resource, fence_key, fence, value):\n"
+        "    if int(client.get(fence_key) or 0) >= fence:\n        return False\n"
+        "    client.mset({resource: value, fence_key: fence})\n    return True",
+        "def my_fenced_write(client, resource, fence_key, fence, value):\n"
+        "    if int(client.get(fence_key) or 0) > fence:\n        return False\n"
+        "    client.mset({resource: value, fence_key: fence})\n    return True",
+        "def my_fenced_write(client, resource, fence_key, fence, value):\n"
+        "    if int(client.get(fence_key) or 0) > fence:\n        return False\n"
+        "    return bool(client.set(resource, value))",
+    ],
+)
 def fenced_write(lab: Lab, write: Any) -> str:
     """Run the learner's fenced write alone, in ATBBAAB and through every two-writer schedule."""
     if not callable(write):
-        raise Wrong("my_fenced_write must be a function (client, resource, fence_key, fence, "
-                    "value) -> bool")
-    keys = {name: lab.ns.tagged("ex07", name)
-            for name in ("lock", "fence", "report", "report_fence")}
+        raise Wrong(
+            "my_fenced_write must be a function (client, resource, fence_key, fence, value) -> bool"
+        )
+    keys = {
+        name: lab.ns.tagged("ex07", name) for name in ("lock", "fence", "report", "report_fence")
+    }
     resource, fence_key = keys["report"], keys["report_fence"]
     admin = lab.client()
     try:
         _direct_problems(admin, write, resource, fence_key)
         _late_writer_survives(lab, write, keys)
-        writers = {"A": partial(write, resource=resource, fence_key=fence_key, fence=1,
-                                value="old"),
-                   "B": partial(write, resource=resource, fence_key=fence_key, fence=2,
-                                value="new")}
-        every = explore(lab, writers, _newest_wins(resource, fence_key), watch=[resource],
-                        reset=[resource, fence_key])
+        writers = {
+            "A": partial(write, resource=resource, fence_key=fence_key, fence=1, value="old"),
+            "B": partial(write, resource=resource, fence_key=fence_key, fence=2, value="new"),
+        }
+        every = explore(
+            lab,
+            writers,
+            _newest_wins(resource, fence_key),
+            watch=[resource],
+            reset=[resource, fence_key],
+        )
         if every.bad:
-            raise Wrong(f"two writers, fences 1 and 2: {every.summary()}, e.g. {every.bad[0]} "
-                        "ends with fence 1's value: the comparison and the write must be one step")
+            raise Wrong(
+                f"two writers, fences 1 and 2: {every.summary()}, e.g. {every.bad[0]} "
+                "ends with fence 1's value: the comparison and the write must be one step"
+            )
     finally:
         admin.delete(*keys.values())
         admin.close()
-    return (f"older fences are refused, equal and newer ones write, A's late write in ATBBAAB "
-            f"is refused, and {every.summary()} with two concurrent writers")
+    return (
+        f"older fences are refused, equal and newer ones write, A's late write in ATBBAAB "
+        f"is refused, and {every.summary()} with two concurrent writers"
+    )

@@ -42,8 +42,9 @@ def replica_pair(*args: str) -> Iterator[tuple[redis.Redis, redis.Redis]]:
             deadline = time.monotonic() + SYNC_TIMEOUT_S
             while r.info("replication").get("master_link_status") != "up":
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"the replica did not sync in {SYNC_TIMEOUT_S:g} s:\n"
-                                       f"{replica.log_tail()}")
+                    raise TimeoutError(
+                        f"the replica did not sync in {SYNC_TIMEOUT_S:g} s:\n{replica.log_tail()}"
+                    )
                 time.sleep(0.01)
             yield p, r
     finally:
@@ -62,27 +63,42 @@ def fail_over(replica: redis.Redis) -> Any:
     return replica.execute_command("CLIENT", "UNPAUSE")
 
 
-def fence_after_failover(lock: str = "lock", fence: str = "fence",
-                         lease_ms: int = 60_000) -> dict[str, Any]:
+def fence_after_failover(
+    lock: str = "lock", fence: str = "fence", lease_ms: int = 60_000
+) -> dict[str, Any]:
     """Grant a fenced lock before and after a failover that lost one grant; return the replies."""
     with replica_pair("--appendonly", "yes", "--appendfsync", "always") as (primary, replica):
-        steps = [("primary", "X takes the lock", acquire_fenced(primary, lock, fence, "tok-X",
-                                                                lease_ms))]
-        primary.delete(lock)                                    # X is done: it lets go
+        steps = [
+            ("primary", "X takes the lock", acquire_fenced(primary, lock, fence, "tok-X", lease_ms))
+        ]
+        primary.delete(lock)  # X is done: it lets go
         steps.append(("primary", "WAIT 1 5000 (replicas that have it)", primary.wait(1, 5000)))
         steps.append(("replica", "stall: CLIENT PAUSE WRITE", stall_replication(replica)))
-        steps.append(("primary", "A takes the lock", acquire_fenced(primary, lock, fence, "tok-A",
-                                                                    lease_ms)))
+        steps.append(
+            ("primary", "A takes the lock", acquire_fenced(primary, lock, fence, "tok-A", lease_ms))
+        )
         steps.append(("primary", "WAIT 1 100 (replicas that have it)", primary.wait(1, 100)))
-        steps.append(("primary", "WAITAOF 1 1 100 (fsynced: here, replicas)",
-                      primary.execute_command("WAITAOF", 1, 1, 100)))
+        steps.append(
+            (
+                "primary",
+                "WAITAOF 1 1 100 (fsynced: here, replicas)",
+                primary.execute_command("WAITAOF", 1, 1, 100),
+            )
+        )
         steps.append(("replica", "failover: REPLICAOF NO ONE, UNPAUSE", fail_over(replica)))
         steps.append(("new primary", "GET lock", replica.get(lock)))
-        steps.append(("new primary", "B takes the lock", acquire_fenced(replica, lock, fence,
-                                                                        "tok-B", lease_ms)))
+        steps.append(
+            (
+                "new primary",
+                "B takes the lock",
+                acquire_fenced(replica, lock, fence, "tok-B", lease_ms),
+            )
+        )
         steps.append(("old primary", "GET lock (if it were still up)", primary.get(lock)))
     width = max(len(what) for _, what, _ in steps)
     for where, what, reply in steps:
         print(f"{where:11}  {what:{width}}  -> {reply!r}")
-    return {"replies": [reply for _, _, reply in steps],
-            "fences": {"X": steps[0][2], "A": steps[3][2], "B": steps[8][2]}}
+    return {
+        "replies": [reply for _, _, reply in steps],
+        "fences": {"X": steps[0][2], "A": steps[3][2], "B": steps[8][2]},
+    }
