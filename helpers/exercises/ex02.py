@@ -88,7 +88,7 @@ def my_release(lab: Lab, release: Any) -> str:
         if trace.results["C"] is True:
             raise Wrong(
                 "in the schedule ATBAC, C got the lock while B held it: "
-                "run_schedule(lab, story(my_release), 'ATBAC', watch=[LOCK]) shows how"
+                "lock_stepper(my_release).play('ATBAC') shows how"
             )
         every = _every_schedule(lab, key, release)
         if every.bad:
@@ -146,7 +146,7 @@ def schedules(lab: Lab, answer: Any) -> str:
     if harmless:
         raise Wrong(
             f"{', '.join(harmless)} keep{'s' if len(harmless) == 1 else ''} B's lock: "
-            "try it with run_schedule and look at what A's GET returns"
+            "play it on a stepper and look at what A's GET returns"
         )
     missing = broken - predicted
     if missing:
