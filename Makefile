@@ -7,7 +7,7 @@ LOCK   := requirements.lock
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lock upgrade check format lab test test-unit test-notebooks test-matrix other-servers soak redis bench bench-reference notebooks sync-notebooks record handouts clean
+.PHONY: help venv lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference notebooks sync-notebooks record handouts clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -63,6 +63,9 @@ test: $(STAMP) check ## make check, unit tests and every notebook: embedded, the
 
 test-unit: $(STAMP) ## Unit tests only
 	$(PY) -m pytest tests
+
+test-browser: $(STAMP) ## Every notebook through Run All in JupyterLab in chromium (screenshots in .browser-screenshots/)
+	$(PY) -m pytest tests/browser
 
 test-notebooks: $(STAMP) ## Notebooks only, under nbval, on the embedded backend
 	env -u REDIS_URL RACELAB_BACKEND=embedded $(PY) -m pytest $(NBVAL) notebooks
