@@ -26,7 +26,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Skip this folder's tests unless the run names it (pytest tests/browser)."""
     if _asked_for(config):
         return
-    skip = pytest.mark.skip(reason="real-browser tests: run `make test-browser` (pytest tests/browser)")
+    skip = pytest.mark.skip(
+        reason="real-browser tests: run `make test-browser` (pytest tests/browser)"
+    )
     for item in items:
         if HERE in Path(str(item.path)).parents:
             item.add_marker(skip)

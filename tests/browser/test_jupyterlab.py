@@ -78,9 +78,13 @@ def browser() -> Iterator[Any]:
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:
-        _no_browser("playwright is not installed (pip install -e '.[test]', or pip install playwright)")
+        _no_browser(
+            "playwright is not installed (pip install -e '.[test]', or pip install playwright)"
+        )
     if not Path(CHROMIUM).is_file():
-        _no_browser(f"no chromium at {CHROMIUM} (apt-get install chromium, or set RACELAB_CHROMIUM)")
+        _no_browser(
+            f"no chromium at {CHROMIUM} (apt-get install chromium, or set RACELAB_CHROMIUM)"
+        )
     with sync_playwright() as playwright:
         try:
             chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
@@ -291,7 +295,9 @@ def test_run_all_shows_no_error(
         problems += [f"error or stderr output:\n{text[:1500]}" for text in stderr]
         prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
         if not re.search(r"\d", prompts[-1]):
-            problems.append(f"the last code cell (Cleanup) did not run: its prompt is {prompts[-1]!r}")
+            problems.append(
+                f"the last code cell (Cleanup) did not run: its prompt is {prompts[-1]!r}"
+            )
         not_run = [i for i, p in enumerate(prompts) if not re.search(r"\d", p)]
         if not_run:
             problems.append(f"code cells {not_run} (0-based among code cells) did not run")
