@@ -236,6 +236,35 @@ def test_limiter_fixes_stay_green_on_every_schedule(lab: Lab, fix) -> None:
         assert (found.total, found.bad_count) == (2, 0)
 
 
+def test_use_swaps_in_a_fix_that_stays_green_and_back(lab: Lab) -> None:
+    key = lab.key("demo")
+    fix = {"A": partial(lua_allow, key=key), "B": partial(lua_allow, key=key)}
+    with limiter_stepper(lab, fixes={"Lua": fix}) as stepper:
+        assert stepper.strategies == ["naive_allow", "Lua"] and stepper.strategy == "naive_allow"
+        stepper.play("ABAB")
+        assert stepper.invariant_holds is False
+        assert str(stepper) == "strategy: naive_allow\n" + NAIVE_ABAB
+        assert stepper.use("Lua") is stepper and stepper.steps == [] and stepper.strategy == "Lua"
+        assert all(w.startswith("EVAL <script") for w in stepper.waiting.values())
+        stepper.step("A")
+        stepper.step("B")
+        assert stepper.verdicts == [True, True, True] and stepper.results == {"A": True, "B": False}
+        assert str(stepper).startswith("strategy: Lua\n")
+        assert stepper.explore_from_here().bad_count == 0
+        stepper.use("naive_allow")
+        assert stepper.play("ABAB").broken_at == 4
+
+
+def test_a_fix_must_name_known_actors_and_use_a_known_label(lab: Lab) -> None:
+    key = lab.key("demo")
+    with pytest.raises(ValueError, match="must replace some of the actors A, B, got C"):
+        limiter_stepper(lab, fixes={"Lua": {"C": partial(lua_allow, key=key)}})
+    with limiter_stepper(lab, fixes={"Lua": {"A": partial(lua_allow, key=key)}}) as stepper:
+        with pytest.raises(ValueError, match="no strategy 'lua': choose one of naive_allow, Lua"):
+            stepper.use("lua")
+        assert stepper.strategy == "naive_allow"
+
+
 # --- reset, errors ----------------------------------------------------------------------------
 
 
@@ -503,6 +532,31 @@ def test_widget_follows_plain_calls_and_has_a_clock_button(lab: Lab) -> None:
         assert view.buttons["T"].description == "T returned 'TTL ran out: key expired'"
         assert "T       (clock) TTL of lock runs out" in str(stepper)
         assert "(clock) TTL of lock runs out" in view.picture.value
+
+
+def test_widget_strategy_menu_swaps_in_the_fix(lab: Lab) -> None:
+    key = lab.key("demo")
+    fix = {"A": partial(lua_allow, key=key), "B": partial(lua_allow, key=key)}
+    with limiter_stepper(lab, fixes={"Lua": fix}) as stepper:
+        stepper.widget()
+        view = stepper._view
+        assert list(view.strategy.options) == ["naive_allow", "Lua"]
+        for name in "ABAB":
+            view.buttons[name].click()
+        assert "BROKEN after step 4" in view.picture.value
+        view.strategy.value = "Lua"
+        assert stepper.strategy == "Lua" and stepper.steps == []
+        view.buttons["A"].click()
+        view.buttons["B"].click()
+        assert "strategy: Lua" in view.picture.value and "holds after step 2" in view.picture.value
+        stepper.use("naive_allow")  # from Python: the menu follows
+        assert view.strategy.value == "naive_allow"
+
+
+def test_a_stepper_without_fixes_has_no_strategy_menu(lab: Lab) -> None:
+    with limiter_stepper(lab) as stepper:
+        stepper.widget()
+        assert not hasattr(stepper._view, "strategy") and stepper.strategies == ["naive_allow"]
 
 
 def test_a_closed_stepper_says_so_and_reset_starts_it_again(lab: Lab) -> None:

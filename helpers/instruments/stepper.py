@@ -14,6 +14,12 @@ until it is named. In plain Python (unit tests, nbval)::
     stepper.explore_from_here()   # every way the schedule can go on, and which break the invariant
     stepper.reset()               # back to the setup state, every actor before its first round trip
     stepper.play("ABAB")          # reset, then those steps; returns the stepper
+    stepper.use("Lua")            # swap in a fix given as fixes={"Lua": {"A": lua, "B": lua}}
+
+``fixes`` maps a label to the actors it replaces (the others stay as given). ``use(label)``
+swaps them in and resets; ``use(stepper.strategies[0])`` goes back to the actors as given, whose
+label is their functions' names ("naive_allow"). With fixes, the widget has a "strategy" menu
+and the static picture opens with the strategy in use.
 
 In JupyterLab, a cell whose value is a stepper shows a widget (ipywidgets): one button per
 actor ("A: next round trip", its result once it has finished; a clock actor made by
@@ -72,6 +78,20 @@ def _close_run(holder: list[ScheduleRun]) -> None:
         holder.pop().close()
 
 
+def _strategy_label(actors: Mapping[str, Actor]) -> str:
+    """Return the names of the functions behind actors (clocks left out), e.g. 'naive_allow'."""
+    names: list[str] = []
+    for fn in actors.values():
+        if isinstance(fn, Clock):
+            continue
+        while hasattr(fn, "func"):  # functools.partial
+            fn = fn.func
+        name = getattr(fn, "__name__", "") or "as given"
+        if name not in names:
+            names.append(name)
+    return " + ".join(names) or "as given"
+
+
 def _describe_invariant(invariant: Invariant | None) -> str:
     """Return the invariant in words: its docstring's first line, else its name, else ''."""
     if invariant is None:
@@ -95,10 +115,21 @@ class Stepper:
         reset: Sequence[str] | None = None,
         invariant: Invariant | None = None,
         final_only: bool = False,
+        fixes: Mapping[str, Mapping[str, Actor]] | None = None,
     ) -> None:
         if invariant is not None and not callable(invariant):
             raise TypeError("invariant must be a function (client, results) -> bool")
         self.lab, self.actors, self.setup = lab, dict(actors), setup
+        self.given, self.fixes = dict(actors), {k: dict(v) for k, v in (fixes or {}).items()}
+        for label, swap in self.fixes.items():
+            if not swap or set(swap) - set(actors):
+                raise ValueError(
+                    f"fix {label!r} must replace some of the actors {', '.join(actors)}, "
+                    f"got {', '.join(swap) or 'none'}"
+                )
+        self.strategy = _strategy_label(self.given)
+        if self.strategy in self.fixes:
+            raise ValueError(f"a fix is labelled {self.strategy!r}, like the actors as given")
         self.watch = list(watch)
         self.reset_keys = list(reset) if reset is not None else None
         self.invariant, self.final_only = invariant, final_only
@@ -169,6 +200,20 @@ class Stepper:
             self._start()
         finally:
             self._changed()
+
+    @property
+    def strategies(self) -> list[str]:
+        """Return the labels use() takes: the actors as given first, then each fix."""
+        return [_strategy_label(self.given), *self.fixes]
+
+    def use(self, label: str) -> Stepper:
+        """Swap in the fix called label (or the actors as given: strategies[0]), reset; return self."""
+        if label not in self.strategies:
+            raise ValueError(f"no strategy {label!r}: choose one of {', '.join(self.strategies)}")
+        self.actors = self.given | self.fixes.get(label, {})
+        self.strategy = label
+        self.reset()
+        return self
 
     def play(self, schedule: str | Sequence[str]) -> Stepper:
         """Reset, then run schedule's steps ('ABAB' or ['A', 'B', ...]); return the stepper."""
@@ -342,6 +387,8 @@ class Stepper:
         lines.append(f"waiting: {waiting[0]}")
         lines += [f"         {w}" for w in waiting[1:]]
         lines.append(self.invariant_words())
+        if self.fixes:
+            lines.insert(0, f"strategy: {self.strategy}")
         return "\n".join(lines + self._explored_lines())
 
     def __str__(self) -> str:
@@ -383,6 +430,8 @@ class Stepper:
             f"waiting: {waiting}</div>",
             f'<div style="color:{colour};font-weight:bold">{html.escape(self.invariant_words())}</div>',
         ]
+        if self.fixes:
+            parts.insert(0, f"<div><b>strategy: {html.escape(self.strategy)}</b></div>")
         explored = self._explored_lines()
         if explored and self._explored is not None:
             items = "".join(
@@ -446,6 +495,15 @@ class _StepperView:
         self.picture = w.HTML()
         self.error = w.HTML()
         controls = [*self.buttons.values(), self.reset_button, self.explore_button]
+        if stepper.fixes:
+            self.strategy = w.Dropdown(
+                options=stepper.strategies,
+                value=stepper.strategy,
+                description="strategy:",
+                layout=w.Layout(width="auto"),
+            )
+            self.strategy.observe(self._choose, names="value")
+            controls.append(self.strategy)
         self.box = w.VBox(
             [w.HBox(controls, layout=w.Layout(flex_flow="row wrap")), self.error, self.picture]
         )
@@ -461,6 +519,11 @@ class _StepperView:
                 f"{html.escape(type(exc).__name__)}: {html.escape(str(exc))}</div>"
             )
             self.refresh(keep_error=True)
+
+    def _choose(self, change: dict[str, Any]) -> None:
+        """Swap in the strategy chosen in the menu (nothing when it is already in use)."""
+        if change["new"] != self.stepper.strategy:
+            self._do(lambda: self.stepper.use(change["new"]))
 
     def _explore(self) -> None:
         self.explore_button.description, self.explore_button.disabled = "Exploring...", True
@@ -486,6 +549,8 @@ class _StepperView:
             return
         run = self.stepper._run
         waiting, results = run.waiting_on(), run.trace().result_text
+        if self.stepper.fixes and self.strategy.value != self.stepper.strategy:
+            self.strategy.value = self.stepper.strategy  # use() called from Python
         for name, button in self.buttons.items():
             if name in waiting:
                 fn = self.stepper.actors[name]
