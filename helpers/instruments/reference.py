@@ -21,13 +21,15 @@ import importlib
 import itertools
 import json
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from helpers.backend.lab import Lab
+from helpers.backend.scripts import delete_library, library_name
 from helpers.instruments.measure import compare_strategies
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
@@ -72,6 +74,7 @@ class Workload:
     requests: Callable[[Lab, Callable[..., Any], str], Strategy]  # (lab, fn, shown) -> request
     reset: Callable[[Lab, Mapping[str, Callable[..., Any]]], Strategy] | None = None
     needs: dict[str, str] = field(default_factory=dict)  # shown name -> capability it needs
+    libraries: tuple[str, ...] = ()  # lua/ function libraries a strategy may load (FUNCTION LOAD)
 
     def functions(self, lab: Lab | None = None) -> dict[str, Callable[..., Any]]:
         """Return {shown name: function} of the strategies that exist (and lab's server can run)."""
@@ -194,6 +197,7 @@ WORKLOADS: dict[str, Workload] = {
             _registration,
             _dictionary_reset,
             needs={"Function": "functions"},
+            libraries=("dict_library",),
         ),
     )
 }
@@ -218,7 +222,8 @@ def measure_costs(
     fns = workload.functions(lab)
     requests_of = {n: workload.requests(lab, f, n) for n, f in fns.items()}
     reset = workload.reset(lab, fns) if workload.reset else None
-    runs = compare_strategies(lab, requests_of, clients, requests, repeats, reset=reset)
+    with _leaving_libraries_as_found(lab, workload.libraries):
+        runs = compare_strategies(lab, requests_of, clients, requests, repeats, reset=reset)
     out: dict[str, Any] = {
         "ratios": {},
         "requests_per_s": {},
@@ -240,6 +245,28 @@ def measure_costs(
             s: round(statistics.median(r.retries / r.calls for r in runs[s][n]), 3) for s in fns
         }
     return out
+
+
+def _loaded(client: Any, library: str) -> bool:
+    """Return True if FUNCTION LIST shows library (on any node of a cluster)."""
+    reply = client.function_list(library=library)
+    return any(reply.values()) if isinstance(reply, dict) else bool(reply)
+
+
+@contextmanager
+def _leaving_libraries_as_found(lab: Lab, names: Sequence[str]) -> Iterator[None]:
+    """Delete, afterwards, each lua/ library of names that a strategy loaded and was not there."""
+    if not names or not lab.caps.functions:
+        yield
+        return
+    client = lab.client()
+    try:
+        missing = [n for n in names if not _loaded(client, library_name(n))]
+        yield
+        for name in missing:
+            delete_library(client, name)
+    finally:
+        lab.release(client)
 
 
 @dataclass(frozen=True)
