@@ -194,6 +194,15 @@ def wait_for_busy(client: Any, key: str, timeout: float = 10.0) -> str:
     )
 
 
+def wait_for_replica_link(replica: Any, timeout: float = 30.0) -> None:
+    """Poll INFO replication on a replica until its link to the primary is up (synced)."""
+    deadline = time.monotonic() + timeout
+    while replica.info("replication").get("master_link_status") != "up":
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the replica's link to its primary was not up within {timeout}s")
+        time.sleep(0.02)
+
+
 def longest_wait_during(call: Callable[[], Any], probe: Any, key: str) -> tuple[float, float]:
     """Run call() in a thread while probe sends GET key in a loop; return (call seconds, longest GET wait seconds)."""
     background = run_in_background(call)

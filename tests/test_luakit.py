@@ -280,3 +280,18 @@ def test_error_text_strips_the_function_location_too() -> None:
     assert error_text(exc) == (
         "ResponseError: Script attempted to access keys that do not hash to the same slot"
     )
+
+
+@pytest.mark.skipif(not server_available(), reason="no redis-server binary")
+def test_wait_for_replica_link_returns_once_the_replica_synced() -> None:
+    from helpers.backend.server import RedisServer
+    from helpers.luakit import wait_for_replica_link
+
+    with scratch_server() as primary:
+        args = ["--replicaof", "127.0.0.1", str(primary.port)]
+        with RedisServer(extra_args=args) as replica, replica.client() as copy:
+            wait_for_replica_link(copy)
+            assert copy.info("replication")["master_link_status"] == "up"
+    with scratch_server() as alone, alone.client() as client:
+        with pytest.raises(TimeoutError, match="not up"):
+            wait_for_replica_link(client, timeout=0.1)
