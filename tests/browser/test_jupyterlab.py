@@ -22,6 +22,7 @@ makes that a failure. RACELAB_CHROMIUM names another browser binary.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -47,7 +48,9 @@ REQUIRE = os.environ.get("RACELAB_REQUIRE_BROWSER") == "1"
 CHROMIUM = os.environ.get("RACELAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 NOTEBOOK_TIMEOUT_S = 600  # per notebook: each runs in about a minute; generous for a busy machine
 STEP_TIMEOUT_MS = 60_000  # one stepper click: a round trip on the embedded backend
-STDERR = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"  # the notebook on show
+STDERR = f'{NOTEBOOK} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+PROMPTS = f"{NOTEBOOK} .jp-CodeCell .jp-InputArea-prompt"
 STEPPER_NOTEBOOK = "01_get_then_incr.ipynb"
 
 TIMINGS: dict[str, float] = {}
@@ -247,8 +250,10 @@ def _open(browser: Any, lab: JupyterLab, copy: Path) -> Any:
     page = browser.new_page(viewport={"width": 1300, "height": 900})
     page.set_default_timeout(120_000)
     relative = copy.relative_to(REPO).as_posix()
-    page.goto(f"{lab.url}/lab/tree/{relative}?token={lab.token}")
-    page.wait_for_selector(".jp-Notebook .jp-Cell")
+    # a workspace of its own, reset: no tab of an earlier notebook is restored beside it
+    workspace = f"{copy.stem}-{secrets.token_hex(4)}"
+    page.goto(f"{lab.url}/lab/workspaces/{workspace}/tree/{relative}?reset&token={lab.token}")
+    page.wait_for_selector(f"{NOTEBOOK} .jp-Cell")
     page.wait_for_selector(".jp-Notebook-ExecutionIndicator")
     # a kernel is started, and idle (a "Select Kernel" dialog would mean none was started)
     page.wait_for_function(
@@ -262,57 +267,193 @@ def _open(browser: Any, lab: JupyterLab, copy: Path) -> Any:
     return page
 
 
+def _run_all(browser: Any, lab: JupyterLab, notebook: Path) -> tuple[Any, float, list[str]]:
+    """Open a fresh copy of notebook, Run All; return its page, the seconds taken, the problems."""
+    page = _open(browser, lab, _fresh_copy(notebook))
+    started = time.monotonic()
+    _menu(page, "Run", "Run All Cells")
+    page.wait_for_function(
+        """prompts => {
+            const p = [...document.querySelectorAll(prompts)].map(e => e.textContent);
+            return p.length > 0 && !p.some(t => t.includes('*')) && /\\d/.test(p[0]);
+        }""",
+        arg=PROMPTS,
+        timeout=NOTEBOOK_TIMEOUT_S * 1000,
+        polling=500,
+    )
+    page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
+    seconds = time.monotonic() - started
+    page.wait_for_timeout(1000)  # let the last outputs (images, widgets) draw
+
+    problems = [
+        f"error or stderr output:\n{text[:1500]}" for text in page.locator(STDERR).all_inner_texts()
+    ]
+    prompts = page.locator(PROMPTS).all_inner_texts()
+    if not re.search(r"\d", prompts[-1]):
+        problems.append(f"the last code cell (Cleanup) did not run: its prompt is {prompts[-1]!r}")
+    not_run = [i for i, p in enumerate(prompts) if not re.search(r"\d", p)]
+    if not_run:
+        problems.append(f"code cells {not_run} (0-based among code cells) did not run")
+    drawn = page.evaluate(
+        """images => [...document.querySelectorAll(images)]
+               .filter(img => img.complete && img.naturalWidth > 0).length""",
+        f"{NOTEBOOK} .jp-OutputArea-output img",
+    )
+    expected = _stored_images(notebook)
+    if drawn != expected:
+        problems.append(f"{drawn} images drawn, the stored notebook holds {expected}")
+    return page, seconds, problems
+
+
+def _close(page: Any, lab: JupyterLab, notebook: Path) -> None:
+    page.close()
+    _shut_down_kernel(lab, (RUN_DIR / notebook.name).relative_to(REPO).as_posix())
+
+
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[nb.stem for nb in NOTEBOOKS])
 def test_run_all_shows_no_error(
     notebook: Path, browser: Any, jupyterlab: JupyterLab, request: pytest.FixtureRequest
 ) -> None:
-    copy = _fresh_copy(notebook)
-    page = _open(browser, jupyterlab, copy)
-    keep = False
+    page, seconds, problems = _run_all(browser, jupyterlab, notebook)
+    keep = not problems and notebook.name == STEPPER_NOTEBOOK
     try:
-        started = time.monotonic()
-        _menu(page, "Run", "Run All Cells")
-        page.wait_for_function(
-            """() => {
-                const p = [...document.querySelectorAll(
-                    '.jp-Notebook .jp-CodeCell .jp-InputArea-prompt')].map(e => e.textContent);
-                return p.length > 0 && !p.some(t => t.includes('*')) && /\\d/.test(p[0]);
-            }""",
-            timeout=NOTEBOOK_TIMEOUT_S * 1000,
-            polling=500,
-        )
-        page.wait_for_selector('.jp-Notebook-ExecutionIndicator[data-status="idle"]')
-        TIMINGS[notebook.stem] = time.monotonic() - started
-        page.wait_for_timeout(1000)  # let the last outputs (images, widgets) draw
+        TIMINGS[notebook.stem] = seconds
         shot = _screenshot(page, notebook.stem)
-        _say(
-            request.config,
-            f"\n{notebook.stem}: Run All took {TIMINGS[notebook.stem]:.1f} s; screenshot {shot}",
-        )
-
-        problems = []
-        stderr = page.locator(STDERR).all_inner_texts()
-        problems += [f"error or stderr output:\n{text[:1500]}" for text in stderr]
-        prompts = page.locator(".jp-Notebook .jp-CodeCell .jp-InputArea-prompt").all_inner_texts()
-        if not re.search(r"\d", prompts[-1]):
-            problems.append(
-                f"the last code cell (Cleanup) did not run: its prompt is {prompts[-1]!r}"
-            )
-        not_run = [i for i, p in enumerate(prompts) if not re.search(r"\d", p)]
-        if not_run:
-            problems.append(f"code cells {not_run} (0-based among code cells) did not run")
-        drawn = page.evaluate(
-            """() => [...document.querySelectorAll('.jp-Notebook .jp-OutputArea-output img')]
-                   .filter(img => img.complete && img.naturalWidth > 0).length"""
-        )
-        expected = _stored_images(notebook)
-        if drawn != expected:
-            problems.append(f"{drawn} images drawn, the stored notebook holds {expected}")
+        _say(request.config, f"\n{notebook.stem}: Run All took {seconds:.1f} s; screenshot {shot}")
         assert not problems, f"{notebook.name} in JupyterLab ({shot}):\n" + "\n".join(problems)
-        keep = notebook.name == STEPPER_NOTEBOOK
         if keep:
             PAGES[notebook.name] = page
     finally:
         if not keep:
-            page.close()
-            _shut_down_kernel(jupyterlab, copy.relative_to(REPO).as_posix())
+            _close(page, jupyterlab, notebook)
+
+
+# --- the stepper, clicked --------------------------------------------------------------------
+
+NEXT = "{}: next round trip"
+
+
+def _stepper_widgets(page: Any) -> Any:
+    """Return the outputs that hold a stepper widget (an "A: next round trip" or Reset button)."""
+    return page.locator(f"{NOTEBOOK} .jp-OutputArea-output").filter(
+        has=page.locator(
+            "button.widget-button", has_text=re.compile(r"^(Reset|A: next round trip)$")
+        )
+    )
+
+
+def _rows(widget: Any) -> int:
+    return widget.locator("table tr").count()
+
+
+def _click(widget: Any, label: str) -> None:
+    """Click the widget's button label and wait until the trace has one more row."""
+    before = _rows(widget)
+    widget.locator("button.widget-button", has_text=re.compile(f"^{re.escape(label)}$")).click()
+    widget.locator("table tr").nth(before).wait_for(timeout=STEP_TIMEOUT_MS)
+
+
+def _enabled(widget: Any, label: str) -> bool:
+    button = widget.locator("button.widget-button", has_text=re.compile(f"^{re.escape(label)}$"))
+    return button.count() > 0 and button.first.is_enabled()
+
+
+def _reset(widget: Any) -> None:
+    widget.locator("button.widget-button", has_text=re.compile("^Reset$")).click()
+    widget.page.wait_for_function(
+        "w => w.querySelectorAll('table tr').length === 2",  # header and setup only
+        arg=widget.element_handle(),
+        timeout=STEP_TIMEOUT_MS,
+    )
+
+
+def _verdict(widget: Any) -> tuple[str, str]:
+    """Return the invariant's sentence and its colour (CSS rgb) as the widget draws them."""
+    verdict = widget.locator("div", has_text=re.compile(r"^(invariant|no invariant)")).last
+    return verdict.inner_text(), verdict.evaluate("e => getComputedStyle(e).color")
+
+
+RED_CSS, GREEN_CSS = "rgb(207, 34, 46)", "rgb(26, 127, 55)"  # stepper.RED, stepper.GREEN
+
+
+def click_through_stepper(page: Any, name: str) -> list[str]:
+    """Click the stepper A, B, A, B, then the fix; return the problems seen (screenshots saved)."""
+    widgets = _stepper_widgets(page)
+    if widgets.count() == 0:
+        return [
+            f"{name} shows no stepper widget after Run All (issue 18: a 'Try it yourself' cell "
+            f"displaying a Stepper with actors A and B)"
+        ]
+    naive = widgets.first
+    naive.scroll_into_view_if_needed()
+    problems = []
+    _reset(naive)
+    for actor in "ABAB":
+        _click(naive, NEXT.format(actor))
+    text = naive.inner_text()
+    if not (re.search(r"\bA -> True\b", text) and re.search(r"\bB -> True\b", text)):
+        problems.append(f"after A, B, A, B the trace does not show both clients admitted:\n{text}")
+    words, colour = _verdict(naive)
+    if "BROKEN" not in words or colour != RED_CSS:
+        problems.append(
+            f"after A, B, A, B the invariant is not marked broken: {words!r} in {colour}"
+        )
+    shot = SHOTS / f"{Path(name).stem}-stepper-naive.png"
+    naive.screenshot(path=str(shot))
+
+    menu = naive.locator(".widget-dropdown select")
+    if menu.count():
+        _reset(naive)
+        fixes = menu.locator("option").all_inner_texts()[1:]
+        fixed = naive
+    elif widgets.count() > 1:
+        fixes, fixed = ["(the second stepper)"], widgets.nth(1)
+    else:
+        return problems + [
+            f"{name}'s stepper has no fix to swap in: give it fixes={{...}} (a strategy menu) "
+            f"or show a second stepper with the fix"
+        ]
+    for fix in fixes:
+        if menu.count():
+            menu.select_option(label=fix)
+            page.wait_for_function(
+                "([w, fix]) => w.innerText.includes('strategy: ' + fix)",
+                arg=[fixed.element_handle(), fix],
+                timeout=STEP_TIMEOUT_MS,
+            )
+        _reset(fixed)
+        turn = itertools.cycle("AB")
+        for _ in range(20):  # A, B, A, B ... skipping an actor that has finished
+            pending = [a for a in "AB" if _enabled(fixed, NEXT.format(a))]
+            if not pending:
+                break
+            actor = next(turn)
+            _click(fixed, NEXT.format(actor if actor in pending else pending[0]))
+            words, colour = _verdict(fixed)
+            if "BROKEN" in words or colour != GREEN_CSS:
+                problems.append(f"with {fix} the invariant turned {words!r} in {colour}")
+                break
+        fixed.locator("button.widget-button", has_text="Show every schedule").click()
+        found = fixed.locator("b", has_text="every schedule from here")
+        found.wait_for(timeout=STEP_TIMEOUT_MS)
+        if not re.search(r": 0 of \d+ break the invariant", found.inner_text()):
+            problems.append(f"with {fix}, {found.inner_text()}")
+        shot = SHOTS / f"{Path(name).stem}-stepper-fix.png"
+        fixed.screenshot(path=str(shot))
+    return problems
+
+
+def test_stepper_clicks_break_the_naive_limiter_and_the_fix_holds(
+    browser: Any, jupyterlab: JupyterLab, request: pytest.FixtureRequest
+) -> None:
+    notebook = REPO / "notebooks" / STEPPER_NOTEBOOK
+    page = PAGES.pop(notebook.name, None)
+    if page is None:
+        page, _, problems = _run_all(browser, jupyterlab, notebook)
+        assert not problems, f"{notebook.name} in JupyterLab:\n" + "\n".join(problems)
+    try:
+        problems = click_through_stepper(page, notebook.name)
+        _say(request.config, f"\nstepper screenshots: {sorted(SHOTS.glob('*-stepper-*.png'))}")
+        assert not problems, "\n".join(problems)
+    finally:
+        _close(page, jupyterlab, notebook)
