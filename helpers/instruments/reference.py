@@ -363,9 +363,14 @@ def reference(name: str, parser: str | None = None) -> CostFigures:
 
 
 def relative_cost(
-    lab: Lab, name: str, source: str | None = None, requests: int = 400, repeats: int = 3
+    lab: Lab, name: str, source: str | None = None, requests: int = 200, repeats: int = 2
 ) -> CostFigures:
-    """Return the cost figures of benchmark name: the reference on embedded, else measured live."""
+    """Return the cost figures of benchmark name: the reference on embedded, else measured live.
+
+    Live, each strategy runs ``repeats`` timed runs of ``requests`` requests (after a warm-up run)
+    at 1 and 8 clients: a few seconds on a quiet machine, well within a notebook cell's limit on a
+    busy one. ``make bench`` measures the same workloads longer.
+    """
     source = source or ("reference" if lab.kind == "embedded" else "live")
     if source == "reference":
         return reference(name, "hiredis" if "hiredis" in lab.parser else None)
