@@ -105,8 +105,8 @@ record: $(STAMP) ## Re-run the demos that need a redis-server and save their out
 	  env -u REDIS_URL RACELAB_BACKEND=embedded RACELAB_RECORD=1 $(VENV)/bin/jupyter nbconvert --to notebook \
 	    --execute --output-dir "$${TMPDIR:-/tmp}" --ExecutePreprocessor.timeout=300 "$$nb" || exit 1; done
 
-handouts: $(STAMP) ## Export executed notebooks to HTML in handouts/
-	$(VENV)/bin/jupyter nbconvert --to html --output-dir handouts notebooks/*.ipynb
+handouts: $(STAMP) ## Student and instructor editions, HTML and PDF (needs chromium), in handouts/
+	$(PY) scripts/handouts.py --out handouts
 
 clean: ## Remove caches (keeps .venv and .redis)
 	rm -rf .pytest_cache .hypothesis handouts **/__pycache__

@@ -55,6 +55,9 @@ else
 fi
 
 run $PY -m pytest tests
+# What a learner sees: every notebook through Run All in JupyterLab in chromium (skips, saying
+# why, without playwright or chromium; RACELAB_REQUIRE_BROWSER=1 makes that a failure).
+run env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest tests/browser
 run env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest "${NBVAL[@]}" notebooks
 if [ $have_real = 1 ]; then
     if [ -n "${REDIS_URL:-}" ]; then

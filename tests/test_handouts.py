@@ -1,0 +1,147 @@
+"""`make handouts` (scripts/handouts.py): the student edition hides solutions and test markers,
+every PDF has pages, every plot of the notebooks is embedded in the HTML.
+
+Builds both editions once into a temporary folder (about a minute: chromium prints two PDFs).
+Without chromium the test skips, saying why; RACELAB_REQUIRE_BROWSER=1 (.ci/run) fails instead.
+"""
+
+from __future__ import annotations
+
+import html
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS: list[Path] = []  # the copies the handouts were built from (see built)
+
+spec = importlib.util.spec_from_file_location("handouts", REPO / "scripts" / "handouts.py")
+handouts = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(handouts)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Return the folder both editions were built into."""
+    try:
+        handouts.find_chromium()
+    except handouts.HandoutError as exc:
+        if os.environ.get("RACELAB_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"RACELAB_REQUIRE_BROWSER=1 but {exc}", pytrace=False)
+        pytest.skip(str(exc).splitlines()[0])
+    out = tmp_path_factory.mktemp("handouts")
+    copies = tmp_path_factory.mktemp("notebooks")  # what is built is what is checked
+    for path in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        NOTEBOOKS.append(Path(shutil.copy(path, copies)))
+    written = handouts.build(out, notebooks=NOTEBOOKS)
+    assert sorted(p.name for p in written) == [
+        "instructor.html",
+        "instructor.pdf",
+        "student.html",
+        "student.pdf",
+    ]
+    return out
+
+
+def _cells(tag: str) -> list[nbformat.NotebookNode]:
+    return [
+        cell
+        for path in NOTEBOOKS
+        for cell in nbformat.read(path, as_version=4).cells
+        if tag in cell.metadata.get("tags", [])
+    ]
+
+
+def _text(page: str) -> str:
+    """Return the page's visible text: tags removed, entities decoded."""
+    body = re.sub(r"<style.*?</style>|<script.*?</script>", "", page, flags=re.S)
+    return html.unescape(re.sub(r"<[^>]+>", "", body))
+
+
+def _distinct_lines(cell: nbformat.NotebookNode, others: str) -> list[str]:
+    """Return the cell's code lines long enough to be its own and absent from the other cells."""
+    lines = [line.strip() for line in cell.source.splitlines()]
+    return [line for line in lines if len(line) > 25 and line not in others]
+
+
+def test_student_edition_has_no_solution_and_no_test_marker(built: Path) -> None:
+    page = (built / "student.html").read_text()
+    assert not re.search("nbval", page, re.I), "the student edition mentions nbval: " + ", ".join(
+        repr(page[max(0, m.start() - 60) : m.end() + 20]) for m in re.finditer("nbval", page, re.I)
+    )
+    assert "celltag_solution" not in page and "celltag_instructor" not in page
+    kept = "\n".join(
+        c.source
+        for p in NOTEBOOKS
+        for c in nbformat.read(p, as_version=4).cells
+        if not {"solution", "instructor"} & set(c.metadata.get("tags", []))
+    )
+    solutions = _cells("solution")
+    assert solutions, "no cell is tagged solution: nothing to check"
+    text = _text(page)
+    leaked = [line for cell in solutions for line in _distinct_lines(cell, kept) if line in text]
+    assert not leaked, f"solution lines in the student edition: {leaked[:5]}"
+
+
+def test_instructor_edition_shows_solutions_and_notes(built: Path) -> None:
+    page = (built / "instructor.html").read_text()
+    assert page.count("celltag_solution") >= len(_cells("solution"))
+    text = _text(page)
+    for notes in sorted((REPO / "docs" / "notes").glob("[0-9][0-9].md")):
+        first = next(line for line in notes.read_text().splitlines() if line.strip())
+        assert first.lstrip("# ").strip() in text, f"{notes.name} is not in the instructor edition"
+    if (REPO / "docs" / "workshop.md").exists():
+        assert "Schedule" in text
+
+
+def test_both_editions_have_a_table_of_contents_linking_every_notebook(built: Path) -> None:
+    for edition in handouts.EDITIONS:
+        page = (built / f"{edition}.html").read_text()
+        toc = re.search(r'<nav class="handout-toc">(.*?)</nav>', page, re.S)
+        assert toc, f"{edition}: no table of contents"
+        anchors = re.findall(r'href="#([^"]+)"', toc.group(1))
+        assert len(anchors) >= 2 * len(NOTEBOOKS)
+        assert all(f'id="{a}"' in page for a in anchors), f"{edition}: a contents link goes nowhere"
+
+
+def _pages(pdf: Path) -> int:
+    """Return the PDF's page count (pdfinfo when installed, else its /Type /Page objects)."""
+    if shutil.which("pdfinfo"):
+        info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True)
+        return int(re.search(r"^Pages:\s+(\d+)", info.stdout, re.M).group(1))
+    return len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes()))
+
+
+def test_every_pdf_has_pages(built: Path) -> None:
+    for edition in handouts.EDITIONS:
+        pdf = built / f"{edition}.pdf"
+        assert pdf.read_bytes()[:5] == b"%PDF-"
+        assert _pages(pdf) > len(NOTEBOOKS), f"{pdf.name}: {_pages(pdf)} pages"
+
+
+def test_every_plot_is_embedded(built: Path) -> None:
+    for edition in handouts.EDITIONS:
+        removed = handouts.REMOVED[edition]
+        expected = sum(
+            "image/png" in out.get("data", {})
+            for path in NOTEBOOKS
+            for cell in nbformat.read(path, as_version=4).cells
+            if cell.cell_type == "code" and not removed & set(cell.metadata.get("tags", []))
+            for out in cell.get("outputs", [])
+        )
+        page = (built / f"{edition}.html").read_text()
+        assert page.count('src="data:image/png;base64,') == expected, edition
+        assert not re.search(r'<img[^>]+src="(?!data:)', page), f"{edition}: an image is a link"
+
+
+def test_without_chromium_the_build_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RACELAB_CHROMIUM", "/nonexistent/chromium")
+    with pytest.raises(handouts.HandoutError, match="apt-get install chromium"):
+        handouts.find_chromium()
+    assert handouts.main(["--out", "/nonexistent/handouts"]) == 1
