@@ -15,7 +15,8 @@ A screenshot of the whole notebook goes to ``.browser-screenshots/`` (git-ignore
 printed. Notebook 01's "Try it yourself" stepper is then clicked A, B, A, B: both clients are
 admitted and the invariant is marked broken; after Reset and the fix, it stays green.
 
-The browser is Debian's chromium driven by playwright (its own browser download is not needed).
+`pytest tests` skips these tests (minutes of work); `make test-browser` and scripts/run-tests.sh
+name the folder. The browser is Debian's chromium driven by playwright (its own browser download is not needed).
 Without playwright or chromium the tests skip, saying why; RACELAB_REQUIRE_BROWSER=1 (.ci/run)
 makes that a failure. RACELAB_CHROMIUM names another browser binary.
 """
@@ -73,6 +74,17 @@ def _say(config: pytest.Config, line: str) -> None:
 
 
 # --- the browser and the server ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def asked_for(request: pytest.FixtureRequest) -> None:
+    """Skip unless the run names this folder or file: `pytest tests` does not start a browser."""
+    here = Path(__file__).resolve()
+    for arg in request.config.args:
+        path = Path(arg.split("::")[0]).resolve()
+        if path in (here, here.parent):
+            return
+    pytest.skip("real-browser tests: run `make test-browser` (pytest tests/browser)")
 
 
 @pytest.fixture(scope="module")
@@ -151,6 +163,11 @@ def jupyterlab(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
     }
+    # every notebook is there from the start, as in notebooks/ (00 lists the suite it finds)
+    for stale in RUN_DIR.glob("*.ipynb"):
+        stale.unlink()
+    for notebook in NOTEBOOKS:
+        _fresh_copy(notebook)
     port, token = _free_port(), secrets.token_hex(16)
     command = [
         sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
