@@ -47,14 +47,18 @@ def exercise_cells(path: Path) -> list[tuple[str, dict, dict | None]]:
             continue
         match = CHECK_CALL.search(source(cell))
         name = match.group(1) if match else f"<no check(lab, ...) call in cell {i}>"
-        solution = next((c for c in all_cells[i + 1:] if "solution" in tags(c)
-                         and name in source(c)), None)
+        solution = next(
+            (c for c in all_cells[i + 1 :] if "solution" in tags(c) and name in source(c)), None
+        )
         found.append((name, cell, solution))
     return found
 
 
-EXERCISE_CELLS = [(path, name, stub, solution) for path in NOTEBOOKS
-                  for name, stub, solution in exercise_cells(path)]
+EXERCISE_CELLS = [
+    (path, name, stub, solution)
+    for path in NOTEBOOKS
+    for name, stub, solution in exercise_cells(path)
+]
 
 
 def run_cell(code: str, namespace: dict) -> None:
@@ -80,16 +84,21 @@ def test_every_registered_exercise_is_in_a_notebook_once() -> None:
     assert with_exercises == {path.name for path in NOTEBOOKS}, "every notebook has an exercise"
 
 
-@pytest.mark.parametrize("path,name,stub,solution", EXERCISE_CELLS,
-                         ids=[f"{p.stem[:2]}-{n}" for p, n, _, _ in EXERCISE_CELLS])
+@pytest.mark.parametrize(
+    "path,name,stub,solution",
+    EXERCISE_CELLS,
+    ids=[f"{p.stem[:2]}-{n}" for p, n, _, _ in EXERCISE_CELLS],
+)
 def test_check_rejects_stub_and_wrong_answers_and_accepts_the_solution(
-        embedded: None, path: Path, name: str, stub: dict, solution: dict | None) -> None:
+    embedded: None, path: Path, name: str, stub: dict, solution: dict | None
+) -> None:
     registry = load_all()
     assert name in registry, f"{path.name}: no check registered for {name!r}"
     exercise = registry[name]
     assert solution is not None, f"{path.name}: no cell tagged `solution` after the {name} stub"
-    assert solution.get("metadata", {}).get("jupyter", {}).get("source_hidden"), \
+    assert solution.get("metadata", {}).get("jupyter", {}).get("source_hidden"), (
         f"{path.name}: the {name} solution must be collapsed (metadata jupyter.source_hidden)"
+    )
     assert exercise.wrong, f"{name}: register at least one wrong answer"
     setup = [source(c) for c in cells(path) if "setup" in tags(c)]
     assert len(setup) == 1, f"{path.name}: tag exactly one cell `setup` (found {len(setup)})"
@@ -134,6 +143,7 @@ def test_a_solution_never_runs_before_its_check() -> None:
 
 def test_verdicts_print_one_line_and_are_truthy_only_when_correct() -> None:
     from helpers.exercises import Verdict
+
     assert not Verdict("x", UNANSWERED, "fill in")
     assert not Verdict("x", WRONG, "no")
     assert Verdict("x", CORRECT, "yes")
@@ -143,6 +153,7 @@ def test_verdicts_print_one_line_and_are_truthy_only_when_correct() -> None:
 
 def test_placeholders_are_found_anywhere_in_an_answer() -> None:
     from helpers.exercises import has_placeholder
+
     assert has_placeholder(None) and has_placeholder(...)
     assert has_placeholder({"ABBA": {"admitted": None}}) and has_placeholder([1, (2, ...)])
     assert not has_placeholder({"ABBA": {"admitted": 0}}) and not has_placeholder(set())
@@ -151,4 +162,3 @@ def test_placeholders_are_found_anywhere_in_an_answer() -> None:
 def test_check_names_an_unknown_exercise() -> None:
     with pytest.raises(KeyError, match="no exercise called"):
         check(None, "no.such.exercise", 1)  # type: ignore[arg-type]
-

@@ -10,10 +10,25 @@ import redis
 from helpers import Lab, run_schedule
 from helpers.backend.scripts import lua
 
-HOSTILE_CAPS = ["0", "-1", "+5", "05", "1.5", "1e3", "0x10", " 5", "5\n", "", "nan", "inf",
-                "-inf", "1e400", "1000001", "99999999999999999999"]
-BAD_COUNTERS = ["abc", "-1", "1.5", "1e3", "007", "", " 1", "+1", "nan", "inf",
-                "9999999999999999"]
+HOSTILE_CAPS = [
+    "0",
+    "-1",
+    "+5",
+    "05",
+    "1.5",
+    "1e3",
+    "0x10",
+    " 5",
+    "5\n",
+    "",
+    "nan",
+    "inf",
+    "-inf",
+    "1e400",
+    "1000001",
+    "99999999999999999999",
+]
+BAD_COUNTERS = ["abc", "-1", "1.5", "1e3", "007", "", " 1", "+1", "nan", "inf", "9999999999999999"]
 
 
 def count_visit(client: redis.Redis, key: str, cap: int) -> list[int]:
@@ -31,8 +46,9 @@ def test_two_clients_in_any_order_count_both_visits(lab: Lab) -> None:
     key = lab.key("visits")
     actor = partial(count_visit, key=key, cap=100)
     for schedule in ("AB", "BA"):
-        trace = run_schedule(lab, {"A": actor, "B": actor}, schedule,
-                             setup=lambda c: c.set(key, 10), watch=[key])
+        trace = run_schedule(
+            lab, {"A": actor, "B": actor}, schedule, setup=lambda c: c.set(key, 10), watch=[key]
+        )
         assert trace.final_state == "visits=12"
 
 

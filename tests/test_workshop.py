@@ -52,8 +52,10 @@ def stated_time(path: Path) -> tuple[int, int]:
         if cell["cell_type"] == "markdown" and "## Time" in text:
             section = text.split("## Time", 1)[1].split("\n## ", 1)[0]
             m = TIME_LINE.search(section)
-            assert m, (f"{path.name}: the Time section must say exactly "
-                       "'Teaching: N minutes. Exercises: M minutes.'")
+            assert m, (
+                f"{path.name}: the Time section must say exactly "
+                "'Teaching: N minutes. Exercises: M minutes.'"
+            )
             return int(m.group(1)), int(m.group(2))
     raise AssertionError(f"{path.name}: no '## Time' section")
 
@@ -64,9 +66,11 @@ def sessions(text: str) -> dict[str, tuple[int, str, list[Row]]]:
     heads = list(SESSION.finditer(text))
     for i, head in enumerate(heads):
         end = heads[i + 1].start() if i + 1 < len(heads) else text.find("\n## ", head.end())
-        body = text[head.end():end if end > 0 else len(text)]
-        rows = [Row(int(h) * 60 + int(m), what, *(int(x) if x else None for x in nums))
-                for h, m, what, *nums in ROW.findall(body)]
+        body = text[head.end() : end if end > 0 else len(text)]
+        rows = [
+            Row(int(h) * 60 + int(m), what, *(int(x) if x else None for x in nums))
+            for h, m, what, *nums in ROW.findall(body)
+        ]
         found[head.group(1).lower()] = (int(head.group(2)), body, rows)
     return found
 
@@ -87,13 +91,15 @@ def test_the_schedule_has_a_core_and_an_advanced_session() -> None:
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name[:2])
 def test_each_notebook_states_its_time_and_the_schedule_repeats_it(notebook: Path) -> None:
     teaching, exercises = stated_time(notebook)
-    rows = [row for _, _, rows in SESSIONS.values() for row in rows
-            if row.notebook == notebook.name]
+    rows = [
+        row for _, _, rows in SESSIONS.values() for row in rows if row.notebook == notebook.name
+    ]
     assert len(rows) == 1, f"{notebook.name} must appear once in docs/workshop.md's schedule"
     row = rows[0]
     assert (row.teaching, row.exercises) == (teaching, exercises), (
         f"{notebook.name} states {teaching} + {exercises} minutes; "
-        f"the schedule says {row.teaching} + {row.exercises}")
+        f"the schedule says {row.teaching} + {row.exercises}"
+    )
     assert row.minutes == teaching + exercises
 
 

@@ -69,22 +69,28 @@ class Verdict:
         return self.status == CORRECT
 
     def __repr__(self) -> str:
-        mark = "✓ correct" if self else ("✗ not answered yet" if self.status == UNANSWERED
-                                         else "✗ not right yet")
+        mark = (
+            "✓ correct"
+            if self
+            else ("✗ not answered yet" if self.status == UNANSWERED else "✗ not right yet")
+        )
         return f"{self.name}: {mark}: {self.message}"
 
 
 EXERCISES: dict[str, Exercise] = {}
 
 
-def exercise(name: str, answer: str, wrong: list[str] | tuple[str, ...] = (),
-             hint: str = "") -> Callable[[Callable[[Lab, Any], str]], Callable[[Lab, Any], str]]:
+def exercise(
+    name: str, answer: str, wrong: list[str] | tuple[str, ...] = (), hint: str = ""
+) -> Callable[[Callable[[Lab, Any], str]], Callable[[Lab, Any], str]]:
     """Return a decorator that registers a check function under name."""
+
     def register(fn: Callable[[Lab, Any], str]) -> Callable[[Lab, Any], str]:
         if name in EXERCISES and EXERCISES[name].check is not fn:
             raise ValueError(f"exercise {name!r} is registered twice")
         EXERCISES[name] = Exercise(name, answer, fn, tuple(wrong), hint)
         return fn
+
     return register
 
 
@@ -129,5 +135,14 @@ def check(lab: Lab, name: str, answer: Any) -> Verdict:
     return Verdict(name, CORRECT, why)
 
 
-__all__ = ["EXERCISES", "Exercise", "NotAnswered", "Verdict", "Wrong", "check", "exercise",
-           "has_placeholder", "load_all"]
+__all__ = [
+    "EXERCISES",
+    "Exercise",
+    "NotAnswered",
+    "Verdict",
+    "Wrong",
+    "check",
+    "exercise",
+    "has_placeholder",
+    "load_all",
+]

@@ -17,8 +17,15 @@ import redis
 from helpers.backend.lab import Lab
 from helpers.exercises import Wrong, exercise
 
-CANDIDATES = ("RESERVED", "ALREADY_BOOKED", "SOLD_OUT", "NOT_ON_SALE", "WRONGTYPE",
-              "invalid-booking-id", "TimeoutError")
+CANDIDATES = (
+    "RESERVED",
+    "ALREADY_BOOKED",
+    "SOLD_OUT",
+    "NOT_ON_SALE",
+    "WRONGTYPE",
+    "invalid-booking-id",
+    "TimeoutError",
+)
 
 
 @dataclass(frozen=True)
@@ -79,11 +86,18 @@ def attempts(lab: Lab) -> dict[str, Attempt]:
     return found
 
 
-@exercise("05.retryable", answer="retry_as_is",
-          wrong=["retry_as_is = {'TimeoutError', 'SOLD_OUT'}", "retry_as_is = set()",
-                 "retry_as_is = {'RESERVED', 'TimeoutError'}", "retry_as_is = {'sold out'}",
-                 "retry_as_is = 'TimeoutError'"],
-          hint="set `retry_as_is` to a set of names from the list in the comment")
+@exercise(
+    "05.retryable",
+    answer="retry_as_is",
+    wrong=[
+        "retry_as_is = {'TimeoutError', 'SOLD_OUT'}",
+        "retry_as_is = set()",
+        "retry_as_is = {'RESERVED', 'TimeoutError'}",
+        "retry_as_is = {'sold out'}",
+        "retry_as_is = 'TimeoutError'",
+    ],
+    hint="set `retry_as_is` to a set of names from the list in the comment",
+)
 def retryable(lab: Lab, answer: object) -> str:
     """Run every outcome and its retry; compare the learner's set with the replies worth retrying."""
     if not isinstance(answer, (set, frozenset)):
@@ -95,13 +109,19 @@ def retryable(lab: Lab, answer: object) -> str:
     truth = {o for o, a in runs.items() if a.first == "(reply lost)" and not a.wrote_again}
     for outcome in sorted(set(answer) - truth):
         a = runs[outcome]
-        raise Wrong(f"{outcome} is a final answer: the caller already has it ({a.first}), and "
-                    f"the retry only answers {a.retry}")
+        raise Wrong(
+            f"{outcome} is a final answer: the caller already has it ({a.first}), and "
+            f"the retry only answers {a.retry}"
+        )
     for outcome in sorted(truth - set(answer)):
         a = runs[outcome]
-        raise Wrong(f"after a {outcome} the caller does not know whether the seats were taken; "
-                    f"the retry with the same booking id answered {a.retry} and took no "
-                    "second seat: retrying is safe, and the only way to learn the outcome")
+        raise Wrong(
+            f"after a {outcome} the caller does not know whether the seats were taken; "
+            f"the retry with the same booking id answered {a.retry} and took no "
+            "second seat: retrying is safe, and the only way to learn the outcome"
+        )
     a = runs["TimeoutError"]
-    return (f"only an unknown outcome is worth retrying: after a lost reply the retry answered "
-            f"{a.retry} and wrote nothing new; every other reply repeats")
+    return (
+        f"only an unknown outcome is worth retrying: after a lost reply the retry answered "
+        f"{a.retry} and wrote nothing new; every other reply repeats"
+    )

@@ -75,8 +75,16 @@ def summarize(samples: Iterable[float]) -> Stats:
     if any(math.isnan(v) for v in values):
         raise ValueError("samples contain NaN")
     p = lambda q: percentile(values, q)  # noqa: E731
-    return Stats(median=p(50), p5=p(5), p95=p(95), q1=p(25), q3=p(75), min=values[0], max=values[-1],
-                 n=len(values))
+    return Stats(
+        median=p(50),
+        p5=p(5),
+        p95=p(95),
+        q1=p(25),
+        q3=p(75),
+        min=values[0],
+        max=values[-1],
+        n=len(values),
+    )
 
 
 def _check_counts(warmup: int, repeats: int) -> None:
@@ -103,8 +111,13 @@ def measure(fn: Callable[[], Any], warmup: int = 3, repeats: int = 15, number: i
     return summarize(times)
 
 
-def sweep(values: Iterable[Any], run: Callable[[Any], float], name: str = "clients", warmup: int = 1,
-          repeats: int = 5) -> list[dict[str, Any]]:
+def sweep(
+    values: Iterable[Any],
+    run: Callable[[Any], float],
+    name: str = "clients",
+    warmup: int = 1,
+    repeats: int = 5,
+) -> list[dict[str, Any]]:
     """Return one tidy row per value: {name: value, **Stats of run(value) over repeats}."""
     _check_counts(warmup, repeats)
     rows = []
@@ -116,15 +129,21 @@ def sweep(values: Iterable[Any], run: Callable[[Any], float], name: str = "clien
     return rows
 
 
-def format_rows(rows: Sequence[dict[str, Any]], columns: Sequence[str] = ("median", "p5", "p95", "n"),
-                digits: int = 3) -> str:
+def format_rows(
+    rows: Sequence[dict[str, Any]],
+    columns: Sequence[str] = ("median", "p5", "p95", "n"),
+    digits: int = 3,
+) -> str:
     """Return tidy rows as a fixed-width text table (first key of each row first)."""
     if not rows:
         return "(no rows)"
     first = next(iter(rows[0]))
     header = [first, *columns]
-    cells = [[str(r[first])] + [f"{r[c]:.{digits}g}" if isinstance(r[c], float) else str(r[c]) for c in columns]
-             for r in rows]
+    cells = [
+        [str(r[first])]
+        + [f"{r[c]:.{digits}g}" if isinstance(r[c], float) else str(r[c]) for c in columns]
+        for r in rows
+    ]
     widths = [max(len(h), *(len(row[i]) for row in cells)) for i, h in enumerate(header)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
@@ -149,7 +168,9 @@ def _commandstats(client: Any, command: str) -> tuple[int, int]:
     return int(stats.get("calls", 0)), int(stats.get("usec", 0))
 
 
-def server_usec_per_call(client: Any, command: str, run: Callable[[], Any]) -> tuple[Any, float | None]:
+def server_usec_per_call(
+    client: Any, command: str, run: Callable[[], Any]
+) -> tuple[Any, float | None]:
     """Return (run(), microseconds Redis spent per call of command while run() ran, or None if none ran).
 
     Reads INFO commandstats before and after, so it needs one real server (a cluster keeps these per
@@ -163,9 +184,16 @@ def server_usec_per_call(client: Any, command: str, run: Callable[[], Any]) -> t
     return result, ((after[1] - before[1]) / calls if calls else None)
 
 
-def compare_strategies(lab: Any, strategies: Mapping[str, Callable[[Any], Any]], client_counts: Sequence[int],
-                       requests: int, repeats: int, reset: Callable[[Any], Any] | None = None,
-                       warmup: int = 1, **run_kwargs: Any) -> dict[str, dict[int, list[Any]]]:
+def compare_strategies(
+    lab: Any,
+    strategies: Mapping[str, Callable[[Any], Any]],
+    client_counts: Sequence[int],
+    requests: int,
+    repeats: int,
+    reset: Callable[[Any], Any] | None = None,
+    warmup: int = 1,
+    **run_kwargs: Any,
+) -> dict[str, dict[int, list[Any]]]:
     """Return {name: {clients: [RunResult of each timed run]}}, the strategies taking turns run by run.
 
     For each client count, every repetition runs every strategy once with run_clients (after
@@ -174,8 +202,12 @@ def compare_strategies(lab: Any, strategies: Mapping[str, Callable[[Any], Any]],
     """
     _check_counts(warmup, repeats)
     if requests < 1 or not client_counts or min(client_counts) < 1:
-        raise ValueError(f"need requests >= 1 and client counts >= 1, got {requests} and {list(client_counts)}")
-    results: dict[str, dict[int, list[Any]]] = {name: {n: [] for n in client_counts} for name in strategies}
+        raise ValueError(
+            f"need requests >= 1 and client counts >= 1, got {requests} and {list(client_counts)}"
+        )
+    results: dict[str, dict[int, list[Any]]] = {
+        name: {n: [] for n in client_counts} for name in strategies
+    }
     observer = lab.client()
     try:
         for clients in client_counts:
@@ -183,8 +215,13 @@ def compare_strategies(lab: Any, strategies: Mapping[str, Callable[[Any], Any]],
                 for name, fn in strategies.items():
                     if reset is not None:
                         reset(observer)
-                    result = run_clients(lab, fn, clients=clients, iterations=max(1, requests // clients),
-                                         **run_kwargs)
+                    result = run_clients(
+                        lab,
+                        fn,
+                        clients=clients,
+                        iterations=max(1, requests // clients),
+                        **run_kwargs,
+                    )
                     if rep >= warmup:
                         results[name][clients].append(result)
     finally:
