@@ -30,28 +30,20 @@ def _load_script():
 
 
 script = _load_script()
-# Until the first `make sync-notebooks` has written notebooks/md/, the repository tests skip;
-# delete this guard then, so that a missing pair fails.
-pairs_written = pytest.mark.skipif(
-    not (ROOT / "notebooks" / "md").is_dir(), reason="notebooks/md/ not written yet"
-)
 
 
-@pairs_written
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_and_its_markdown_pair_have_the_same_cells(notebook: Path):
     difference = script.differences(notebook)
     assert difference is None, f"{notebook.name}: {difference}\nrun `make sync-notebooks`"
 
 
-@pairs_written
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_carries_no_volatile_metadata(notebook: Path):
     found = script.volatile(nbformat.read(notebook, as_version=4))
     assert not found, f"{notebook.name}: {found}\nrun `make sync-notebooks`"
 
 
-@pairs_written
 def test_every_pair_belongs_to_a_notebook():
     stems = {p.stem for p in NOTEBOOKS}
     orphans = [p.name for p in (ROOT / "notebooks" / "md").glob("*.md") if p.stem not in stems]
