@@ -64,6 +64,15 @@ def _text(page: str) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", body))
 
 
+def _output_text(cell: nbformat.NotebookNode) -> str:
+    """Return the text of a cell's outputs (streams and text/plain), e.g. a Lua listing."""
+    parts = []
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        parts.append(output.get("data", {}).get("text/plain", ""))
+    return "\n".join(parts)
+
+
 def _distinct_lines(cell: nbformat.NotebookNode, others: str) -> list[str]:
     """Return the cell's code lines long enough to be its own and absent from the other cells."""
     lines = [line.strip() for line in cell.source.splitlines()]
@@ -76,8 +85,8 @@ def test_student_edition_has_no_solution_and_no_test_marker(built: Path) -> None
         repr(page[max(0, m.start() - 60) : m.end() + 20]) for m in re.finditer("nbval", page, re.I)
     )
     assert "celltag_solution" not in page and "celltag_instructor" not in page
-    kept = "\n".join(
-        c.source
+    kept = "\n".join(  # what the student edition may show: kept cells and their outputs
+        c.source + "\n" + _output_text(c)
         for p in NOTEBOOKS
         for c in nbformat.read(p, as_version=4).cells
         if not {"solution", "instructor"} & set(c.metadata.get("tags", []))
