@@ -18,6 +18,7 @@ done here, not by JupyterLab, so a learner's saves never rewrite the .md).
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 import sys
 from pathlib import Path
@@ -33,6 +34,7 @@ FORMAT = "md:myst"
 VOLATILE_CELL_METADATA = ("execution", "ExecuteTime", "scrolled")
 VOLATILE_NOTEBOOK_METADATA = ("widgets", "jupytext")  # jupytext: no pairing by JupyterLab
 TIMEOUT_S = 300
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def pair_path(notebook: Path) -> Path:
@@ -49,6 +51,11 @@ def volatile(nb: nbformat.NotebookNode) -> list[str]:
         found.append("notebook metadata language_info.version")
     for i, cell in enumerate(nb.cells):
         found += [f"cell {i} metadata {k!r}" for k in VOLATILE_CELL_METADATA if k in cell.metadata]
+        outputs = cell.get("outputs", [])
+        if any(WIDGET_VIEW in output.get("data", {}) for output in outputs):
+            found.append(f"cell {i} output: a widget view (a random model id on every run)")
+        if len(stable_outputs(copy.deepcopy(outputs))) != len(outputs):
+            found.append(f"cell {i} output: one stream split into chunks")
     return found
 
 
@@ -60,7 +67,33 @@ def strip(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     for cell in nb.cells:
         for key in VOLATILE_CELL_METADATA:
             cell.metadata.pop(key, None)
+        if "outputs" in cell:
+            cell.outputs = stable_outputs(cell.outputs)
     return nb
+
+
+def stable_outputs(outputs: list) -> list:
+    """Return outputs without what changes on every run although the cell's result did not.
+
+    A widget's view carries a random model id (and, with no widget state stored, shows nothing:
+    the text/html and text/plain beside it are the static picture), and the kernel splits one
+    cell's printing into stream chunks wherever a flush happened to fall: consecutive chunks of
+    the same stream are joined.
+    """
+    stable: list = []
+    for output in outputs:
+        output.get("data", {}).pop(WIDGET_VIEW, None)
+        previous = stable[-1] if stable else None
+        if (
+            output.get("output_type") == "stream"
+            and previous is not None
+            and previous.get("output_type") == "stream"
+            and previous.get("name") == output.get("name")
+        ):
+            previous["text"] = previous["text"] + output["text"]
+            continue
+        stable.append(output)
+    return stable
 
 
 def markdown(nb: nbformat.NotebookNode) -> str:
