@@ -188,7 +188,7 @@ def test_rtt_on_a_cluster_client_delays_each_round_trip(cluster_lab: Lab) -> Non
     assert rtt_of(client) == 1.0
 
 
-@pytest.mark.parametrize("rtt_ms", [-0.5, float("nan"), float("inf")])
+@pytest.mark.parametrize("rtt_ms", [-0.5, float("nan"), float("inf"), "1", None, True])
 def test_a_bad_rtt_is_refused(lab: Lab, rtt_ms: float) -> None:
     with pytest.raises(ValueError, match="rtt_ms"):
         lab.client(rtt_ms=rtt_ms)

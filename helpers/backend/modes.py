@@ -310,7 +310,12 @@ class ModeConnection:
 
 def check_rtt_ms(rtt_ms: float) -> float:
     """Return rtt_ms in seconds; ValueError unless it is a finite number of milliseconds >= 0."""
-    if not rtt_ms >= 0 or rtt_ms == float("inf"):  # written so that NaN fails too
+    if (
+        isinstance(rtt_ms, bool)
+        or not isinstance(rtt_ms, (int, float))
+        or not rtt_ms >= 0  # written so that NaN fails too
+        or rtt_ms == float("inf")
+    ):
         raise ValueError(f"rtt_ms must be a finite number of milliseconds >= 0, got {rtt_ms!r}")
     return rtt_ms / 1000
 
