@@ -159,6 +159,24 @@ def test_placeholders_are_found_anywhere_in_an_answer() -> None:
     assert not has_placeholder({"ABBA": {"admitted": 0}}) and not has_placeholder(set())
 
 
+def test_a_hostile_answer_is_a_wrong_answer_not_an_exception() -> None:
+    load_all()
+    cyclic: list = []
+    cyclic.append(cyclic)
+
+    class Explodes:
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("boom")
+
+        __hash__ = object.__hash__
+
+    for name in ("00.aabb", "01.schedules"):
+        for answer in (cyclic, Explodes(), {"ABBA": Explodes()}, "x" * 10_000):
+            verdict = check(None, name, answer)  # type: ignore[arg-type]
+            assert verdict.status == WRONG and verdict.message, (name, verdict)
+            assert "\n" not in repr(verdict)
+
+
 def test_check_names_an_unknown_exercise() -> None:
     with pytest.raises(KeyError, match="no exercise called"):
         check(None, "no.such.exercise", 1)  # type: ignore[arg-type]

@@ -119,9 +119,9 @@ def check(lab: Lab, name: str, answer: Any) -> Verdict:
     if name not in EXERCISES:
         raise KeyError(f"no exercise called {name!r}: known are {sorted(EXERCISES)}")
     ex = EXERCISES[name]
-    if has_placeholder(answer):
-        return Verdict(name, UNANSWERED, ex.hint or f"replace the None or ... in `{ex.answer}`")
     try:
+        if has_placeholder(answer):  # inside the try: an answer that contains itself is wrong
+            return Verdict(name, UNANSWERED, ex.hint or f"replace the None or ... in `{ex.answer}`")
         why = ex.check(lab, answer)
     except NotAnswered as exc:
         return Verdict(name, UNANSWERED, str(exc) or f"fill in `{ex.answer}`")
