@@ -9,7 +9,6 @@ What a learner imports comes from here, e.g. ``from helpers import connect, run_
 * ``plot_timeline`` and the other plots;
 * ``count_work``, ``rtt_sweep``, ``relative_cost``: what each strategy costs (exact round trips and
   commands, cost as the network slows, real-server figures relative to the naive version);
-* ``check(lab, name, answer)``: an exercise's self-check.
 
 The subject of each lesson (the strategies) lives in ``races/`` and in the notebooks, never
 here. The plumbing is in ``helpers.backend``, the instruments in ``helpers.instruments``, and
@@ -20,7 +19,6 @@ from helpers.backend.guard import UnsafeCommandError
 from helpers.backend.lab import Capabilities, Lab, connect
 from helpers.backend.modes import client_stats
 from helpers.backend.scripts import lua
-from helpers.exercises import check
 from helpers.instruments.explore import explore
 from helpers.instruments.listing import show
 from helpers.instruments.plots import plot_timeline
@@ -36,7 +34,6 @@ __all__ = [
     "Lab",
     "ScheduleRun",
     "UnsafeCommandError",
-    "check",
     "client_stats",
     "connect",
     "count_work",

@@ -2,7 +2,7 @@
 
 For each cell tagged ``exercise`` (the learner's stub), the test runs the notebook's setup cell
 (tag ``setup``) on the embedded backend, then the stub, each wrong answer registered with the
-check (``helpers/exercises/exNN.py``), and the solution cell (tag ``solution``) that follows
+check (``exercises/exNN.py``), and the solution cell (tag ``solution``) that follows
 the stub, and asks ``check`` for its verdict on each.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.exercises import CORRECT, UNANSWERED, WRONG, check, load_all
+from exercises import CORRECT, UNANSWERED, WRONG, check, load_all
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -142,7 +142,7 @@ def test_a_solution_never_runs_before_its_check() -> None:
 
 
 def test_verdicts_print_one_line_and_are_truthy_only_when_correct() -> None:
-    from helpers.exercises import Verdict
+    from exercises import Verdict
 
     assert not Verdict("x", UNANSWERED, "fill in")
     assert not Verdict("x", WRONG, "no")
@@ -152,7 +152,7 @@ def test_verdicts_print_one_line_and_are_truthy_only_when_correct() -> None:
 
 
 def test_placeholders_are_found_anywhere_in_an_answer() -> None:
-    from helpers.exercises import has_placeholder
+    from exercises import has_placeholder
 
     assert has_placeholder(None) and has_placeholder(...)
     assert has_placeholder({"ABBA": {"admitted": None}}) and has_placeholder([1, (2, ...)])

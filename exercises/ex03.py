@@ -17,7 +17,7 @@ from typing import Any
 
 from helpers.backend.lab import Lab
 from helpers.backend.modes import client_stats
-from helpers.exercises import Wrong, exercise
+from exercises import Wrong, exercise
 from helpers.instruments.explore import TooManySchedules, explore
 from helpers.instruments.race import run_clients
 from helpers.instruments.schedule import ScheduleError

@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from helpers.backend.lab import Lab
-from helpers.exercises import NotAnswered, Wrong, exercise
+from exercises import NotAnswered, Wrong, exercise
 from helpers.instruments.explore import explore
 from helpers.instruments.race import run_clients
 from helpers.instruments.schedule import run_schedule

@@ -11,7 +11,7 @@ and never raises, so Run All goes on. The solution cell (tag ``solution``, colla
 *after* it, redefines the answer and ends with ``assert check(...)``: a ``Verdict`` is truthy
 only when the answer passed.
 
-A check is registered per notebook in ``helpers/exercises/exNN.py``::
+A check is registered per notebook in ``exercises/exNN.py``::
 
     @exercise("01.schedules", answer="my_prediction",
               wrong=["my_prediction = {'ABBA': 1}"])
@@ -106,7 +106,7 @@ def has_placeholder(answer: Any) -> bool:
 
 
 def load_all() -> dict[str, Exercise]:
-    """Import every helpers.exercises.exNN module and return the registry."""
+    """Import every exercises.exNN module and return the registry."""
     for module in pkgutil.iter_modules(__path__):
         if module.name.startswith("ex"):
             importlib.import_module(f"{__name__}.{module.name}")

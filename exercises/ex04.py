@@ -7,7 +7,7 @@ from typing import Any
 from redis.crc import key_slot
 
 from helpers.backend.lab import Lab
-from helpers.exercises import Wrong, exercise
+from exercises import Wrong, exercise
 
 CONVERSION_CASES = ("float", "array_with_hole", "named_fields")
 

@@ -15,7 +15,7 @@ from typing import Any
 import redis
 
 from helpers.backend.lab import Lab
-from helpers.exercises import Wrong, exercise
+from exercises import Wrong, exercise
 
 CANDIDATES = (
     "RESERVED",

@@ -11,7 +11,7 @@ import redis
 
 from helpers.backend.lab import Lab
 from helpers.backend.scripts import lua_source
-from helpers.exercises import Wrong, exercise
+from exercises import Wrong, exercise
 from helpers.luakit import (
     RecordingMissing,
     load_recording,

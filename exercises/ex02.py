@@ -12,7 +12,7 @@ from functools import partial
 from typing import Any
 
 from helpers.backend.lab import Lab
-from helpers.exercises import Wrong, exercise
+from exercises import Wrong, exercise
 from helpers.instruments.explore import Exploration, explore
 from helpers.instruments.schedule import lease_expires, run_schedule
 from races import locks

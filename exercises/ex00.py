@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import partial
 
 from helpers.backend.lab import Lab
-from helpers.exercises import Wrong, exercise
+from exercises import Wrong, exercise
 from helpers.instruments.schedule import run_schedule
 from races.ratelimit import lost_update_increment
 
