@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from helpers.backend.lab import Lab
 from exercises import Wrong, exercise
+from helpers.backend.lab import Lab
 from helpers.instruments.schedule import run_schedule
 from races.ratelimit import lost_update_increment
 

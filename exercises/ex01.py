@@ -11,8 +11,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from helpers.backend.lab import Lab
 from exercises import NotAnswered, Wrong, exercise
+from helpers.backend.lab import Lab
 from helpers.instruments.explore import explore
 from helpers.instruments.race import run_clients
 from helpers.instruments.schedule import run_schedule

@@ -15,9 +15,9 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
+from exercises import Wrong, exercise
 from helpers.backend.lab import Lab
 from helpers.backend.modes import client_stats
-from exercises import Wrong, exercise
 from helpers.instruments.explore import TooManySchedules, explore
 from helpers.instruments.race import run_clients
 from helpers.instruments.schedule import ScheduleError

@@ -6,8 +6,8 @@ from typing import Any
 
 from redis.crc import key_slot
 
-from helpers.backend.lab import Lab
 from exercises import Wrong, exercise
+from helpers.backend.lab import Lab
 
 CONVERSION_CASES = ("float", "array_with_hole", "named_fields")
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import redis
 
-from helpers.backend.lab import Lab
 from exercises import Wrong, exercise
+from helpers.backend.lab import Lab
 
 CANDIDATES = (
     "RESERVED",

@@ -9,9 +9,9 @@ from typing import Any
 
 import redis
 
+from exercises import Wrong, exercise
 from helpers.backend.lab import Lab
 from helpers.backend.scripts import lua_source
-from exercises import Wrong, exercise
 from helpers.luakit import (
     RecordingMissing,
     load_recording,

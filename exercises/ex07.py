@@ -11,8 +11,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from helpers.backend.lab import Lab
 from exercises import Wrong, exercise
+from helpers.backend.lab import Lab
 from helpers.instruments.explore import explore
 from helpers.instruments.schedule import lease_expires, run_schedule
 from races import locks
