@@ -15,6 +15,7 @@ import redis
 from helpers.backend.server import (
     _WATCHDOG,
     BINARY_VARIABLE,
+    LOCAL_BIN,
     RedisServer,
     ServerNotFound,
     find_binary,
@@ -29,6 +30,7 @@ def test_parse_version():
 
 
 def test_find_binary_refuses_too_old_versions():
+    _need_binary()
     with pytest.raises(ServerNotFound, match=r"no redis-server >= 99\.0\.0 \(found: 8\."):
         find_binary(min_version=(99, 0, 0))
 
@@ -173,7 +175,26 @@ def test_server_description_names_the_product(tmp_path):
         tmp_path, "valkey-server", "Valkey server v=9.1.2 sha=00000000:1 malloc=libc"
     )
     assert server_description(valkey) == "valkey-server 9.1.2"
+
+
+def test_server_description_of_the_binary_found_is_redis_8():
+    _need_binary()
     assert server_description(find_binary()).startswith("redis-server 8.")
+
+
+def test_none_hides_every_binary_as_on_a_machine_without_redis(tmp_path, monkeypatch):
+    # .ci/run's first leg: RACELAB_REDIS_SERVER=none looks neither in .redis/bin nor on PATH.
+    for name in ("redis-server", "redis-cli"):
+        _fake_binary(tmp_path, name, "Redis server v=8.6.3 sha=00000000:0 malloc=libc bits=64")
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.delenv(BINARY_VARIABLE, raising=False)
+    assert find_binary("redis-cli") in (tmp_path / "redis-cli", LOCAL_BIN / "redis-cli")
+    monkeypatch.setenv(BINARY_VARIABLE, "none")
+    for name in ("redis-server", "redis-cli"):
+        with pytest.raises(
+            ServerNotFound, match=r"found: none; looked in \$RACELAB_REDIS_SERVER=none"
+        ):
+            find_binary(name)
 
 
 @pytest.mark.parametrize("mark, killed", [("4242", True), ("9999", False)])

@@ -12,7 +12,8 @@ the server. ``PR_SET_PDEATHSIG`` is not used: it fires when the *thread* that st
 ends, and a server started from a worker thread would die early.
 
 ``RACELAB_REDIS_SERVER`` names the server binary to use instead of searching .redis/bin and PATH
-(``python -m helpers run --binary`` sets it, so a matrix pass sees only the server under test).
+(``python -m helpers run --binary`` sets it, so a matrix pass sees only the server under test);
+``RACELAB_REDIS_SERVER=none`` hides every binary, as on a machine without Redis (.ci/run's first leg).
 
 The command line (``python -m helpers``, see helpers/__main__.py) wraps this module.
 """
@@ -40,6 +41,7 @@ VALKEY_FORKED_FROM = (7, 2, 4)  # the Redis release Valkey forked from (its INFO
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 LOCAL_BIN = PROJECT_ROOT / ".redis" / "bin"
 BINARY_VARIABLE = "RACELAB_REDIS_SERVER"
+NO_BINARY = "none"  # $RACELAB_REDIS_SERVER=none: find no binary at all (a fresh machine)
 # The watchdog: waits for EOF on stdin (the starting process is gone), then kills the server ($1),
 # if that pid still runs a command line with its port ($2) in it: a pid the system gave to another
 # process since is left alone. It ignores SIGINT and SIGHUP, so that a Ctrl-C the starting process
@@ -110,7 +112,9 @@ def find_binary(name: str = "redis-server", min_version: tuple[int, ...] = MIN_V
     on_path = shutil.which(name)
     if on_path:
         candidates.append(Path(on_path))
-    if chosen and name == "redis-server":
+    if chosen == NO_BINARY:
+        candidates = []  # a machine without Redis: .redis/bin and PATH are not looked at
+    elif chosen and name == "redis-server":
         candidates = [Path(chosen)]  # the server under test, and no other
     elif chosen:
         candidates.insert(0, Path(chosen).with_name(name))  # its own redis-cli first, if it has one
@@ -126,7 +130,7 @@ def find_binary(name: str = "redis-server", min_version: tuple[int, ...] = MIN_V
     wanted = ".".join(map(str, min_version))
     where = (
         f"${BINARY_VARIABLE}={chosen}"
-        if chosen and name == "redis-server"
+        if chosen == NO_BINARY or (chosen and name == "redis-server")
         else f"{LOCAL_BIN} and PATH"
     )
     raise ServerNotFound(
