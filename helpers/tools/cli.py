@@ -18,6 +18,9 @@ python -m helpers run --cluster [--shared] -- CMD...
 python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]
                                           # print the ACL SETUSER line of the least-privilege
                                           # workshop user, and its REDIS_URL (helpers.tools.acl)
+python -m helpers doctor                  # can this machine run the workshop? a checklist, each
+                                          # problem with its fix; exits 1 only when the core
+                                          # session is blocked (helpers.tools.doctor)
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from helpers.backend.server import (
     find_binary,
     server_description,
 )
-from helpers.tools import acl, foreign
+from helpers.tools import acl, doctor, foreign
 
 
 def _admin(node: RedisServer, password: str, db: int = 0) -> redis.Redis:
@@ -193,6 +196,8 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["acl"]:
         return _print_acl(argv[1:])
+    if argv == ["doctor"]:
+        return doctor.main()
     if argv[:1] == ["run"] and "--" in argv:
         options, command = argv[1 : argv.index("--")], argv[argv.index("--") + 1 :]
         binary = None

@@ -1,0 +1,160 @@
+"""``python -m helpers doctor``: each problem a learner can bring gets its ✗ and its fix.
+
+The REDIS_URL cases run on real throwaway servers (skipped without a redis-server binary): a dead
+URL, a wrong password, a workshop user without EVALSHA, the default user with every right (a
+warning: it works, but it is not least privilege) and the workshop user itself (all ✓).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from helpers.backend.server import RedisServer, free_port
+from helpers.tools import acl, doctor
+from helpers.tools.doctor import Status
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _workshop_url(server: RedisServer, password: str) -> str:
+    """Create the workshop user on server (python -m helpers acl's rules); return its URL."""
+    with server.client() as admin:
+        acl.apply([admin], password)
+    return acl.user_url(server.url, password)
+
+
+def _by_name(checks: list[doctor.Check]) -> dict[str, doctor.Check]:
+    return {check.what: check for check in checks}
+
+
+def test_the_embedded_smoke_test_overshoots():
+    check = doctor.check_embedded()
+    assert check.status is Status.OK and "admitted 2 requests under a limit of 1" in check.detail
+
+
+def test_the_doctor_passes_on_this_machine_without_redis_url():
+    # What a learner runs the day before; a missing redis-server or chromium is optional.
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    done = subprocess.run(
+        [sys.executable, "-m", "helpers", "doctor"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "racelab doctor: can this machine run the workshop?"
+    assert lines[-1].startswith("ready for the core session (00-03)")
+    for what in ("Python", "packages", "Jupyter kernel", "embedded backend", "ports"):
+        assert any(line.startswith(f"✓ {what}: ") for line in lines), (what, done.stdout)
+    assert not any(line.startswith("✗") and "(optional)" not in line for line in lines)
+    assert "REDIS_URL" not in done.stdout
+
+
+def test_a_dead_url_fails_with_its_fix_and_blocks():
+    url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    env = dict(os.environ, REDIS_URL=url)
+    done = subprocess.run(
+        [sys.executable, "-m", "helpers", "doctor"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 1
+    (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("✗ REDIS_URL")]
+    assert f"{url} does not answer PING within 5 s" in line
+    fix = done.stdout.split(line, 1)[1].splitlines()[1]
+    assert fix.startswith("    fix: check the host and port")
+    assert done.stdout.splitlines()[-1].startswith("NOT READY: 1 problem(s)")
+
+
+def test_reachability_gives_up_after_its_time():
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="no answer within 0.2 s"):
+        doctor._within(0.2, lambda: time.sleep(5))
+    assert time.monotonic() - start < 4  # it did not wait for the call
+
+
+def test_the_report_marks_optional_failures_and_gives_each_fix():
+    checks = [
+        doctor.Check("one", Status.OK, "fine", "never shown"),
+        doctor.Check("two", Status.FAIL, "broken", "do this", blocking=False),
+        doctor.Check("three", Status.FAIL, "broken too", "do that"),
+    ]
+    text = doctor.report(checks)
+    assert "never shown" not in text
+    assert "✗ two (optional): broken\n    fix: do this" in text
+    assert "✗ three: broken too\n    fix: do that" in text
+    assert doctor.blocked(checks) == [checks[2]]
+
+
+def test_a_wrong_password_fails_with_its_fix(owned_server):
+    url = _workshop_url(owned_server, acl.new_password())
+    wrong = acl.user_url(owned_server.url, acl.new_password())
+    assert url != wrong
+    check = doctor.check_reachable(wrong)
+    assert check.status is Status.FAIL and check.blocking
+    assert "refuses user 'racelab'" in check.detail and "***@" in check.detail
+    assert "password" in check.fix
+    assert doctor.check_redis_url(wrong) == [check]  # nothing else is tried
+
+
+def test_the_workshop_user_has_exactly_the_rights_needed(owned_server):
+    url = _workshop_url(owned_server, acl.new_password())
+    checks = _by_name(doctor.check_redis_url(url))
+    assert [c.status for c in checks.values()] == [Status.OK] * 4, checks
+    assert "as user 'racelab'" in checks["REDIS_URL"].detail
+    assert "redis 8." in checks["server version"].detail.lower()
+    assert "SCRIPT LOAD + EVALSHA" in checks["ACL rights"].detail
+    assert "refused CONFIG GET (@admin) and a key outside racelab:*" in (
+        checks["least privilege"].detail
+    )
+    with owned_server.client() as admin:  # the doctor left nothing behind
+        assert admin.keys("racelab:*") == [] and admin.function_list() == []
+
+
+def test_a_user_lacking_evalsha_fails_and_says_who_fixes_it(owned_server):
+    url = _workshop_url(owned_server, acl.new_password())
+    with owned_server.client() as admin:
+        admin.execute_command("ACL", "SETUSER", acl.USER, "-evalsha")
+    checks = _by_name(doctor.check_rights(url))
+    rights = checks["ACL rights"]
+    assert rights.status is Status.FAIL and rights.blocking
+    assert rights.detail.startswith("user 'racelab' may not run SCRIPT LOAD + EVALSHA (")
+    assert "NoPermissionError" in rights.detail and "python -m helpers acl" in rights.fix
+    assert checks["least privilege"].status is Status.OK
+
+
+def test_the_default_user_with_every_right_is_a_warning(owned_server):
+    checks = doctor.check_redis_url(owned_server.url)
+    by = _by_name(checks)
+    assert by["ACL rights"].status is Status.OK
+    warning = by["least privilege"]
+    assert warning.status is Status.WARN and not warning.blocking
+    assert "user 'default' may also run CONFIG GET (@admin) and read a key outside racelab:*" in (
+        warning.detail
+    )
+    assert "not least privilege" in warning.detail and "python -m helpers acl" in warning.fix
+    assert doctor.blocked(checks) == []
+
+
+def test_a_server_that_needs_a_password_the_url_lacks(owned_server):
+    with owned_server.client() as admin:
+        admin.execute_command("ACL", "SETUSER", "default", "resetpass", ">secret")
+    try:
+        check = doctor.check_reachable(owned_server.url)
+        assert check.status is Status.FAIL and "refuses user 'default'" in check.detail
+    finally:
+        with redis.Redis(port=owned_server.port, password="secret") as admin:
+            admin.execute_command("ACL", "SETUSER", "default", "nopass")
