@@ -62,9 +62,11 @@ if [ -n "$CACHE" ] && good_pair_in "$CACHE/bin"; then
     exit 0
 fi
 
-command -v apt-get >/dev/null || die "apt-get not found; install Redis >= $MIN yourself and put redis-server and redis-cli in $DEST (or on PATH)."
-command -v dpkg-source >/dev/null || die "dpkg-source not found (Debian package dpkg-dev); run: apt-get install dpkg-dev"
-command -v make >/dev/null && command -v cc >/dev/null || die "make and a C compiler are needed to build Redis."
+# What this build needs; elsewhere docs/setup.md says how to get a Redis >= 8.4 (or do without).
+SETUP="see docs/setup.md for your system (the notebooks run without Redis: embedded backend, recordings)"
+command -v apt-get >/dev/null || die "apt-get not found: this script builds from Debian's source package. Install Redis >= $MIN another way and put redis-server and redis-cli in $DEST or on PATH; $SETUP."
+command -v dpkg-source >/dev/null || die "dpkg-source not found (Debian package dpkg-dev); run: apt-get install dpkg-dev, or $SETUP."
+command -v make >/dev/null && command -v cc >/dev/null || die "make and a C compiler are needed to build Redis (apt-get install build-essential), or $SETUP."
 
 # The mirror URI already configured on this machine (deb822 first, then one-line format).
 mirror=""
@@ -74,7 +76,7 @@ fi
 if [ -z "$mirror" ] && [ -r /etc/apt/sources.list ]; then
     mirror=$(awk '$1=="deb" && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list)
 fi
-[ -n "$mirror" ] || die "no Debian mirror is configured in /etc/apt; cannot fetch the Redis source."
+[ -n "$mirror" ] || die "no Debian mirror is configured in /etc/apt; cannot fetch the Redis source; $SETUP."
 
 WORK=$(mktemp -d)
 trap '[ -n "${KEEP_WORK:-}" ] || rm -rf "$WORK"' EXIT
@@ -88,7 +90,7 @@ APT_OPTS=(-o "Dir::Etc::SourceList=$WORK/sources.list" -o "Dir::Etc::SourceParts
           -o "APT::Get::List-Cleanup=0" -o "Debug::NoLocking=1")
 
 echo "get-redis: reading the source index of Debian experimental and sid ..."
-apt-get "${APT_OPTS[@]}" update -qq >"$WORK/update.log" 2>&1 || { cat "$WORK/update.log" >&2; die "apt-get update of the private source list failed."; }
+apt-get "${APT_OPTS[@]}" update -qq >"$WORK/update.log" 2>&1 || { cat "$WORK/update.log" >&2; die "apt-get update of the private source list failed (Debian experimental/sid are not reachable from this mirror); $SETUP."; }
 
 # Every version of source package `redis` known to the private lists, newest first.
 versions=$(apt-cache "${APT_OPTS[@]}" showsrc redis 2>/dev/null | awk '/^Package: /{p=$2} /^Version: /{if (p=="redis") print $2}' | sort -Vr | uniq)
