@@ -53,12 +53,6 @@ lab: $(STAMP) ## Open JupyterLab on the repository (lua/ one click away) at note
 	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
 	  --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb $(LAB_ARGS)
 
-# Runs even before `make lab` has made .venv (then that is the one ✗), so it needs no $(STAMP).
-.PHONY: doctor
-doctor: ## Check this machine for the workshop (run it the day before): a ✓/✗ list, each ✗ with its fix
-	@if [ -x $(PY) ]; then $(PY) -m helpers doctor; else \
-	  echo "✗ venv: no $(VENV) yet"; echo "    fix: make lab (creates it with the pinned packages), then make doctor"; exit 1; fi
-
 test: $(STAMP) check ## make check, unit tests and every notebook: embedded, then a real Redis and a real 3-node cluster when available
 	scripts/run-tests.sh
 
@@ -111,3 +105,9 @@ handouts: $(STAMP) ## Student and instructor editions, HTML and PDF (needs chrom
 
 clean: ## Remove caches (keeps .venv and .redis)
 	rm -rf .pytest_cache .hypothesis handouts **/__pycache__
+
+# Runs even before `make lab` has made .venv (then that is the one ✗), so it needs no $(STAMP).
+.PHONY: doctor
+doctor: ## Check this machine for the workshop (run it the day before): a ✓/✗ list, each ✗ with its fix
+	@if [ -x $(PY) ]; then $(PY) -m helpers doctor; else \
+	  echo "✗ venv: no $(VENV) yet"; echo "    fix: make lab (creates it with the pinned packages), then make doctor"; exit 1; fi
