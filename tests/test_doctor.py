@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,29 @@ def test_a_server_that_needs_a_password_the_url_lacks(owned_server):
     finally:
         with redis.Redis(port=owned_server.port, password="secret") as admin:
             admin.execute_command("ACL", "SETUSER", "default", "nopass")
+
+
+def test_pins_missing_or_moved_are_named(tmp_path):
+    installed = metadata.version("redis")
+    learner = tmp_path / "learner.lock"
+    learner.write_text(
+        f"redis=={installed}\n    # via\n"
+        "appnope==1.0.0 ; sys_platform == 'no-such-platform'\n"  # not for this machine
+    )
+    lock = tmp_path / "all.lock"
+    lock.write_text(f"-r {learner.name}\n")
+    assert doctor.check_packages(lock).status is Status.OK
+    lock.write_text(f"-r {learner.name}\nfakeredis==0.0.1\n")
+    moved = doctor.check_packages(lock)
+    assert moved.status is Status.WARN and not moved.blocking
+    assert "1 of the 2 pins of all.lock are at another version: fakeredis " in moved.detail
+    lock.write_text(f"-r {learner.name}\nno-such-package-racelab==1.0\n")
+    missing = doctor.check_packages(lock)
+    assert missing.status is Status.FAIL and missing.blocking
+    assert missing.detail.endswith("are not installed: no-such-package-racelab")
+
+
+def test_a_kernel_that_does_not_exist_is_a_blocking_failure():
+    check = doctor.check_kernel("no-such-kernel-racelab")
+    assert check.status is Status.FAIL and check.blocking
+    assert "no usable kernel 'no-such-kernel-racelab'" in check.detail and "make lab" in check.fix
