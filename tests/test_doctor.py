@@ -185,3 +185,15 @@ def test_a_kernel_that_does_not_exist_is_a_blocking_failure():
     check = doctor.check_kernel("no-such-kernel-racelab")
     assert check.status is Status.FAIL and check.blocking
     assert "no usable kernel 'no-such-kernel-racelab'" in check.detail and "make lab" in check.fix
+
+
+def test_chromium_is_optional_and_racelab_chromium_names_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("RACELAB_CHROMIUM", str(tmp_path / "no-chromium"))
+    check = doctor.check_chromium()
+    assert check.status is Status.FAIL and not check.blocking
+    assert check.detail.startswith(f"RACELAB_CHROMIUM={tmp_path / 'no-chromium'} does not exist")
+    assert "(optional)" in check.lines()[0]
+    browser = tmp_path / "chromium"
+    browser.write_text("")
+    monkeypatch.setenv("RACELAB_CHROMIUM", str(browser))
+    assert doctor.check_chromium().status is Status.OK

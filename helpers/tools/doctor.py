@@ -283,15 +283,19 @@ def check_server_binary() -> Check:
 
 
 def check_chromium() -> Check:
-    """Return whether a chromium for the PDF handouts and the browser test is on PATH."""
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
+    """Return whether a chromium for the PDF handouts and the browser test is there ($RACELAB_CHROMIUM, PATH)."""
+    named = os.environ.get("RACELAB_CHROMIUM")  # as scripts/handouts.py and tests/browser look
+    found = named or shutil.which("chromium") or shutil.which("chromium-browser")
+    if found and Path(found).exists():
         return Check("chromium", Status.OK, f"{found} (PDF handouts, make test-browser)")
     return Check(
         "chromium",
         Status.FAIL,
-        "not found: `make handouts` writes HTML only, and the browser test skips",
-        f"`apt-get install chromium` (other systems: {SETUP_PAGE}); not needed for the notebooks",
+        f"{'RACELAB_CHROMIUM=' + named + ' does not exist' if named else 'not on PATH'}: "
+        "`make handouts` cannot print the PDFs (`scripts/handouts.py --html-only` skips them), "
+        "and the browser test skips",
+        f"`apt-get install chromium`, or set RACELAB_CHROMIUM to a chromium binary (other systems: "
+        f"{SETUP_PAGE}); not needed for the notebooks",
         blocking=False,
     )
 
