@@ -184,7 +184,8 @@ def check_kernel(name: str = "python3") -> Check:
     """Return whether the notebooks' kernel runs a Python that can import the suite."""
     try:
         python = kernel_python(name)
-    except Exception as exc:  # noqa: BLE001 - jupyter_client raises NoSuchKernel or a broken spec's error
+    # jupyter_client raises NoSuchKernel, or whatever a broken kernel spec makes it raise
+    except Exception as exc:  # noqa: BLE001
         return Check(
             "Jupyter kernel",
             Status.FAIL,
@@ -212,7 +213,7 @@ def check_kernel(name: str = "python3") -> Check:
 
 
 def _get_then_incr(client: redis.Redis, key: str, limit: int) -> bool:
-    """Return True if admitted: GET, compare in Python, INCR (notebook 01's racy limiter, in short)."""
+    """Return True if admitted: GET, compare in Python, INCR (notebook 01's racy limiter)."""
     if int(client.get(key) or 0) >= limit:
         return False
     client.incr(key)
@@ -283,7 +284,7 @@ def check_server_binary() -> Check:
 
 
 def check_chromium() -> Check:
-    """Return whether a chromium for the PDF handouts and the browser test is there ($RACELAB_CHROMIUM, PATH)."""
+    """Return whether a chromium for the PDF handouts is there ($RACELAB_CHROMIUM, then PATH)."""
     named = os.environ.get("RACELAB_CHROMIUM")  # as scripts/handouts.py and tests/browser look
     found = named or shutil.which("chromium") or shutil.which("chromium-browser")
     if found and Path(found).exists():
@@ -488,7 +489,7 @@ def _probes(
 
 
 def _refused(error: redis.ResponseError | None) -> bool:
-    """Return True if a command's error is the ACL's refusal (NOPERM: redis-py's NoPermissionError)."""
+    """Return True if a command's error is the ACL's refusal (NOPERM, as NoPermissionError)."""
     return isinstance(error, redis.exceptions.NoPermissionError)
 
 
@@ -579,7 +580,8 @@ def _guarded(what: str, check: Callable[..., Check | list[Check]], *args: Any) -
     """Return check(*args) as a list; a check that crashes becomes a ✗ naming the error."""
     try:
         found = check(*args)
-    except Exception as exc:  # noqa: BLE001 - the doctor reports every failure as a line, never a traceback
+    # the doctor reports every failure as a line, never as a traceback
+    except Exception as exc:  # noqa: BLE001
         return [
             Check(
                 what,
