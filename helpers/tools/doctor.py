@@ -255,9 +255,9 @@ def check_server_binary() -> Check:
         return Check(
             "redis-server",
             Status.FAIL,
-            f"{exc} Notebooks 04-07 then show recordings of the throwaway-server demos, and "
-            "RACELAB_BACKEND=real/cluster are unavailable; 00-03 run on the embedded backend",
-            f"`make redis` on Debian/Ubuntu; on other systems see {SETUP_PAGE}",
+            f"{exc} Without one, notebooks 04-07 show recordings of the throwaway-server demos, "
+            "and RACELAB_BACKEND=real/cluster are unavailable; 00-03 run on the embedded backend",
+            f"`make redis` on Debian; on other systems see {SETUP_PAGE}",
             blocking=False,
         )
     with RedisServer(binary=binary) as server:
