@@ -31,7 +31,7 @@ def test_script_reloads_itself_after_noscript(owned_server, tmp_path, monkeypatc
     (tmp_path / "echo_arg.lua").write_text(
         "-- echo_arg.lua: test\n-- KEYS none\n-- ARGV[1]\n-- Returns: ARGV[1]\nreturn ARGV[1]\n"
     )
-    monkeypatch.setattr("helpers.backend.scripts.LUA_DIR", tmp_path)
+    monkeypatch.setattr("luaload.LUA_DIR", tmp_path)
     c = owned_server.client(decode_responses=True)
     script = load_script(c, "echo_arg")
     assert script(args=["hi"]) == "hi"
