@@ -102,9 +102,7 @@ end
 -- uses: lock_call_error, get_string
 local function read_lock(keys, args)
     local err = lock_call_error(keys, args, 1, "1 argument (token)")
-    if err then
-        return nil, err
-    end
+    if err then return nil, err end
     return get_string(keys[1], "lock")
 end
 -- END shared: read_lock

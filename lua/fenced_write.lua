@@ -42,9 +42,7 @@ if resource_type ~= "none" and resource_type ~= "string" then
     return wrong_type("the resource key holds a " .. resource_type .. ", not a string")
 end
 local highest, err = get_string(KEYS[2], "fence")
-if err then
-    return err
-end
+if err then return err end
 if highest ~= false then
     local seen = integer_in(highest, 1, 999999999999999)  -- as written: "007" is not one
     if seen == nil then

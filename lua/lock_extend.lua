@@ -22,9 +22,7 @@
 -- uses: replies, integer_in, lock_call_error, get_string
 
 local err = lock_call_error(KEYS, ARGV, 2, "2 arguments (token, ttl_ms)")
-if err then
-    return err
-end
+if err then return err end
 local token, ttl_ms = ARGV[1], ARGV[2]
 if integer_in(ttl_ms, 1, 999999999999) == nil then
     return fail("invalid-arguments: ttl_ms must be a positive integer of at most 12 digits, got "
@@ -33,9 +31,7 @@ end
 
 local current
 current, err = get_string(KEYS[1], "lock")
-if err then
-    return err
-end
+if err then return err end
 if current ~= token then
     return 0
 end

@@ -21,9 +21,7 @@
 -- uses: read_lock
 
 local current, err = read_lock(KEYS, ARGV)
-if err then
-    return err
-end
+if err then return err end
 if current == ARGV[1] then
     redis.call("DEL", KEYS[1])
     return 1

@@ -20,9 +20,7 @@
 -- uses: read_lock
 
 local current, err = read_lock(KEYS, ARGV)
-if err then
-    return err
-end
+if err then return err end
 if current == false then
     return false
 end
