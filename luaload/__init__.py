@@ -132,9 +132,10 @@ def dependency_order(name: str) -> list[str]:
         elif not used.startswith("_") and (LUA_DIR / f"{used}.lua").is_file():
             needs = split_header(lua_file(used), f"lua/{used}.lua")[1]
         else:
+            user = f"block {chain[-1]}" if chain[-1] in blocks else f"lua/{chain[-1]}.lua"
             raise ValueError(
-                f"lua/{chain[-1]}{'' if chain[-1] in blocks else '.lua'}: '-- uses: {used}' names "
-                f"no block of lua/_shared.lua ({', '.join(blocks)}) and no script of lua/"
+                f"{user}: '-- uses: {used}' names no block of lua/_shared.lua "
+                f"({', '.join(blocks) or 'none'}) and no script of lua/"
             )
         for need in needs:
             visit(need, chain + (used,))
