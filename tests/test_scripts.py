@@ -127,3 +127,13 @@ def test_a_script_used_by_another_file_must_end_with_its_entry_point(tmp_path, m
     (tmp_path / "lib.lua").write_text("#!lua name=lib\n-- lib.lua: l\n-- uses: body\n\nx()\n")
     with pytest.raises(ValueError, match=r"return <function>\(KEYS, ARGV\)"):
         luaload.lua_source("lib")
+
+
+def test_the_guard_knows_the_libraries_by_their_assembled_code():
+    from helpers.backend.guard import is_suite_code, suite_libraries
+    from luaload import lua_file, lua_source
+
+    code = lua_source("dict_library").encode()
+    assert suite_libraries()["racelab_dict"] == code
+    assert is_suite_code("racelab_dict", code)
+    assert not is_suite_code("racelab_dict", lua_file("dict_library").encode())  # not what loads
