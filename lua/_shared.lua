@@ -1,16 +1,24 @@
--- _shared.lua: the canonical copies of the functions that several scripts share; not a script.
--- Redis cannot make one script include another, so a script that needs one of these functions
--- carries a byte-for-byte copy of its block, from the line "-- BEGIN shared: <name>" to the line
--- "-- END shared: <name>". To change a shared function, edit it here, then run
--- "python tests/test_lua_style.py --sync", which pastes every block over its copies;
--- tests/test_lua_style.py fails while any copy differs from this file.
--- A shared function never builds an error reply itself. It calls the script's own
--- fail(reason), which replies "ERR <script>: <reason>", or wrong_type(reason), which replies
+-- _shared.lua: the validators that several scripts share, each once; not a script.
+-- Redis cannot make one script include another, so the loader does it (luaload.lua_source): a
+-- script names the blocks it needs on its "-- uses: <name>, <name>" line, under its contract
+-- header, and the loader puts those blocks there, between that line and the script's code, each
+-- block after the blocks it uses itself. What Redis runs (and what the SHA is of) is that
+-- assembled text; show("<script>", assembled=True) displays it.
+-- A block runs from "-- BEGIN shared: <name>" to "-- END shared: <name>"; its own "-- uses:" line
+-- names the blocks it needs. A block never builds an error reply itself: it calls fail(reason),
+-- which replies "ERR <script>: <reason>", or wrong_type(reason), which replies
 -- "WRONGTYPE <script>: <reason>", so every reply names the script (or library function) that
--- sent it. A block names the other functions it needs; copy those blocks too, above it.
+-- sent it. Both come from the replies block; the loader sets SCRIPT, the name, above it.
 -- KEYS     none: this file is never sent with EVAL or FUNCTION LOAD.
 -- ARGV     none.
--- Returns: nothing; loading the file only defines local functions and runs none of them.
+-- Returns: nothing; a block only defines local functions and runs none of them.
+
+-- BEGIN shared: replies
+-- fail(reason) returns the error reply "ERR <SCRIPT>: <reason>", wrong_type(reason) the reply
+-- "WRONGTYPE <SCRIPT>: <reason>". SCRIPT is the script's name (a library may rename it).
+local function fail(reason) return redis.error_reply("ERR " .. SCRIPT .. ": " .. reason) end
+local function wrong_type(reason) return redis.error_reply("WRONGTYPE " .. SCRIPT .. ": " .. reason) end
+-- END shared: replies
 
 -- BEGIN shared: hash_tag
 -- Return the content of key's hash tag as Redis Cluster computes it, or nil if it has none.
@@ -22,6 +30,16 @@ local function hash_tag(key)
     return string.sub(key, open + 1, close - 1)
 end
 -- END shared: hash_tag
+
+-- BEGIN shared: one_slot
+-- Return true if keys a and b differ and share one hash tag, so that a Redis Cluster keeps them
+-- in one slot (where one script may touch both); else false.
+-- uses: hash_tag
+local function one_slot(a, b)
+    local tag = hash_tag(a)
+    return a ~= b and tag ~= nil and tag == hash_tag(b)
+end
+-- END shared: one_slot
 
 -- BEGIN shared: integer_in
 -- Return the number in text if text is a canonical decimal integer (digits only: no sign, no
@@ -51,7 +69,7 @@ end
 -- BEGIN shared: get_string
 -- Return the string value of key (false if the key does not exist), or nil and a WRONGTYPE
 -- error reply if the key holds another type; what names the key in the reply (e.g. "lock").
--- Needs the script's wrong_type.
+-- uses: replies
 local function get_string(key, what)
     local value = redis.pcall("GET", key)
     if type(value) == "table" and value.err then
@@ -64,7 +82,8 @@ end
 -- BEGIN shared: lock_call_error
 -- Return an invalid-arguments error reply unless keys holds 1 key (the lock) and args holds
 -- n_args arguments (expected says which) of which the first, the caller's token, is not empty;
--- else nil. Needs the script's fail.
+-- else nil.
+-- uses: replies
 local function lock_call_error(keys, args, n_args, expected)
     if #keys ~= 1 or #args ~= n_args then
         return fail("invalid-arguments: expected 1 key and " .. expected .. ", got "
@@ -80,21 +99,23 @@ end
 -- BEGIN shared: read_lock
 -- Check a release call (KEYS = {lock key}, ARGV = {token}) and read the lock. Return the value
 -- the lock key holds (false if it does not exist), or nil and an error reply.
--- Needs the shared lock_call_error and get_string.
+-- uses: lock_call_error, get_string
 local function read_lock(keys, args)
     local err = lock_call_error(keys, args, 1, "1 argument (token)")
-    if err then
-        return nil, err
-    end
+    if err then return nil, err end
     return get_string(keys[1], "lock")
 end
 -- END shared: read_lock
 
--- BEGIN shared: dictionary_keys_error
+-- BEGIN shared: dictionary_call_error
 -- Return an error reply unless keys = {ids, index, meta} are three distinct keys that share one
--- {hash tag} (invalid-arguments) and each holds a hash or nothing (WRONGTYPE); else nil.
--- Reads nothing but TYPE. Needs the script's fail and wrong_type, the shared hash_tag and key_type.
-local function dictionary_keys_error(keys)
+-- {hash tag} and args holds 1..max_args strings (invalid-arguments; expected says how many), and
+-- each key holds a hash or nothing (WRONGTYPE); else nil. Reads nothing but TYPE.
+-- uses: replies, hash_tag, key_type
+local function dictionary_call_error(keys, args, max_args, expected)
+    if #keys ~= 3 or #args < 1 or #args > max_args then
+        return fail("invalid-arguments: expected 3 keys (ids, index, meta) and " .. expected)
+    end
     local ids, index, meta = keys[1], keys[2], keys[3]
     if ids == index or ids == meta or index == meta then
         return fail("invalid-arguments: the 3 keys must be distinct")
@@ -111,12 +132,12 @@ local function dictionary_keys_error(keys)
     end
     return nil
 end
--- END shared: dictionary_keys_error
+-- END shared: dictionary_call_error
 
 -- BEGIN shared: dictionary_registered_id
 -- Return text's id if the index holds text, nil if it does not; or nil and an
 -- inconsistent-dictionary error reply if the index points at an id that does not hold text.
--- Needs the script's fail and the shared integer_in.
+-- uses: replies, integer_in
 local function dictionary_registered_id(ids, index, text)
     local found = redis.call("HGET", index, text)
     if not found then
@@ -134,7 +155,7 @@ end
 -- Return meta's last_id (0 if unset) after checking that ids and index hold that many fields; or
 -- nil and an error reply: invalid-counter (last_id is not a decimal integer in 0..2^53-2, so one
 -- more id might not be exact) or inconsistent-dictionary (an HLEN differs from last_id).
--- Needs the script's fail and the shared integer_in.
+-- uses: replies, integer_in
 local function dictionary_last_id(ids, index, meta)
     local stored = redis.call("HGET", meta, "last_id")
     local last = 0
@@ -150,41 +171,3 @@ local function dictionary_last_id(ids, index, meta)
     return last
 end
 -- END shared: dictionary_last_id
-
--- BEGIN shared: dictionary_get_or_put
--- Return the id of args[1] in the dictionary keys = {ids, index, meta}, registering the string
--- if it is absent; or an error reply, before anything is written (see dict_get_or_put.lua).
--- Needs the script's fail and the shared dictionary_keys_error, dictionary_registered_id and
--- dictionary_last_id.
-local function dictionary_get_or_put(keys, args)
-    if #keys ~= 3 or #args ~= 1 then
-        return fail("invalid-arguments: expected 3 keys (ids, index, meta) and 1 argument (the string)")
-    end
-    local err = dictionary_keys_error(keys)
-    if err then
-        return err
-    end
-    local ids, index, meta = keys[1], keys[2], keys[3]
-    local text = args[1]
-    local id, last
-    id, err = dictionary_registered_id(ids, index, text)
-    if err then
-        return err
-    end
-    if id then
-        return id
-    end
-    last, err = dictionary_last_id(ids, index, meta)
-    if err then
-        return err
-    end
-    if redis.call("HEXISTS", ids, string.format("%d", last + 1)) == 1 then
-        return fail("inconsistent-dictionary: the next id is already taken in ids")
-    end
-    id = redis.call("HINCRBY", meta, "last_id", 1)
-    local field = string.format("%d", id)  -- "%d", not tostring: no exponent for large ids
-    redis.call("HSET", ids, field, text)
-    redis.call("HSET", index, text, field)
-    return id
-end
--- END shared: dictionary_get_or_put

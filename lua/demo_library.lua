@@ -1,10 +1,9 @@
 #!lua name=racelab_demo
 -- demo_library.lua: Function library racelab_demo: a hit counter with a writing function and a read-only one.
--- Load it with FUNCTION LOAD (helpers.backend.scripts.load_library), remove it with FUNCTION DELETE
--- racelab_demo. A loaded library is named, persisted with the data set and replicated: clients
--- call functions by name (FCALL) and never meet NOSCRIPT. racelab_demo_peek carries the
--- `no-writes` flag, so FCALL_RO may run it (also on a read-only replica); racelab_demo_hit writes,
--- so FCALL_RO refuses it.
+-- Load it with FUNCTION LOAD (helpers.backend.scripts.load_library), remove it with FUNCTION
+-- DELETE racelab_demo. A loaded library is named, persisted and replicated: clients FCALL its
+-- functions by name and never meet NOSCRIPT. racelab_demo_peek carries the `no-writes` flag, so
+-- FCALL_RO (also on a read-only replica) may run it; it refuses racelab_demo_hit, which writes.
 -- FCALL racelab_demo_hit 1 <counter> <amount>
 -- FCALL racelab_demo_peek 1 <counter>    (or FCALL_RO)
 -- KEYS[1]  the counter: a string holding a decimal integer (absent = 0)
@@ -12,18 +11,16 @@
 -- Returns:
 --   racelab_demo_hit   integer, the counter after adding the amount.
 --   racelab_demo_peek  integer, the counter's value (0 if absent).
--- Errors (error replies "ERR <function>: <code>: <detail>", <function> being racelab_demo_hit
--- or racelab_demo_peek; nothing has been written):
+-- Errors ("ERR <function>: <code>: <detail>", <function> the FCALLed one; nothing written):
 --   invalid-arguments   wrong number of keys/arguments, or the amount is not an integer 1..1000.
---   invalid-counter     the counter holds a string that is not a canonical integer in
---                       -(2^53-1)..2^53-1 (a Lua number holds integers exactly only up to 2^53).
+--   invalid-counter     the counter is not a canonical integer in -(2^53-1)..2^53-1 (exact in Lua).
 --   counter-overflow    racelab_demo_hit only: the counter plus the amount would exceed 2^53-1.
 --   WRONGTYPE           the counter key holds another type (Redis's own error, raised by GET).
 
 local MAX_COUNTER = 9007199254740991  -- 2^53-1
 
--- Return the counter at key (0 if absent), or nil if it holds a string that is not a canonical
--- integer in -(2^53-1)..2^53-1. GET raises WRONGTYPE for a key of another type.
+-- Return the counter at key (0 if absent), or nil if it is not a canonical integer in
+-- -(2^53-1)..2^53-1. GET raises WRONGTYPE for a key of another type.
 local function read_counter(key)
     local stored = redis.call("GET", key)
     if stored == false then

@@ -1,158 +1,36 @@
 -- dict_get_or_put_batch.lua: return the ids of a batch of strings in a shared string<->id dictionary,
 -- registering those that are absent, in one call (one round trip for the whole batch).
--- Same dictionary layout and rules as dict_get_or_put.lua (three hashes sharing one hash tag
--- {dict:<name>}): ids (id -> string), index (string -> id), meta (field last_id, the counter).
--- Strings are handled in ARGV order, so new strings get consecutive ids in that order; a string
--- repeated in the batch gets the same id each time. The whole batch runs atomically.
--- Every argument and the stored state are validated before the first write: on an error reply
--- nothing has been written.
--- KEYS[1]  ids hash,   e.g. racelab:<notebook>:<run>:{dict:columns}:ids
--- KEYS[2]  index hash, e.g. racelab:<notebook>:<run>:{dict:columns}:index
--- KEYS[3]  meta hash,  e.g. racelab:<notebook>:<run>:{dict:columns}:meta (field last_id)
+-- The dictionary and its rules are dict_get_or_put.lua's. Strings are handled in ARGV order, so
+-- new strings get consecutive ids in that order; a string repeated in the batch gets the same
+-- id each time. The batch runs atomically; everything is validated before the first write.
+-- KEYS[1]  ids hash, KEYS[2] index hash, KEYS[3] meta hash: as in dict_get_or_put.lua
 -- ARGV[1..n]  the strings to look up or register (any bytes, may be empty), 1 <= n <= 10000
 -- Returns: always an array of n integers: the id of ARGV[i] at position i.
 -- Errors (error replies "ERR dict_get_or_put_batch: <code>: <detail>"; nothing has been written):
---   invalid-arguments         not exactly 3 keys, not 1..10000 strings, two KEYS equal, or the
---                             KEYS not sharing one {hash tag}.
---   invalid-counter           meta's last_id is not a canonical decimal integer in 0..2^53-2,
---                             or the batch would take ids past 2^53-1.
---   inconsistent-dictionary   the hashes disagree (the index points at an id that does not hold
---                             a string, HLEN of ids or index differs from last_id, or an id the
---                             batch would assign is already taken in ids): somebody wrote them
---                             without this script.
---   WRONGTYPE                 one of the keys exists and is not a hash; the reply is
---                             "WRONGTYPE dict_get_or_put_batch: KEYS[<i>] holds a <type>, not a hash".
-
--- The checks are those of dict_get_or_put.lua: Redis scripts cannot include one another, so
--- each "BEGIN shared" block is a byte-for-byte copy of lua/_shared.lua (tests/test_lua_style.py
--- holds every copy to it).
-
-local function fail(reason) return redis.error_reply("ERR dict_get_or_put_batch: " .. reason) end
-local function wrong_type(reason) return redis.error_reply("WRONGTYPE dict_get_or_put_batch: " .. reason) end
-
--- BEGIN shared: hash_tag
--- Return the content of key's hash tag as Redis Cluster computes it, or nil if it has none.
-local function hash_tag(key)
-    local open = string.find(key, "{", 1, true)
-    if not open then return nil end
-    local close = string.find(key, "}", open + 1, true)
-    if not close or close == open + 1 then return nil end
-    return string.sub(key, open + 1, close - 1)
-end
--- END shared: hash_tag
-
--- BEGIN shared: integer_in
--- Return the number in text if text is a canonical decimal integer (digits only: no sign, no
--- leading zero, no exponent, no spaces) in lo..hi, else nil; hi must be at most 2^53-1. The
--- length check comes first: tonumber sees at most 16 digits, and every integer up to 2^53 is
--- exact in a Lua number (a longer or larger text is above hi anyway).
-local function integer_in(text, lo, hi)
-    if type(text) ~= "string" or #text > 16 or not (text == "0" or string.find(text, "^[1-9]%d*$")) then
-        return nil
-    end
-    local n = tonumber(text)
-    if n < lo or n > hi then return nil end
-    return n
-end
--- END shared: integer_in
-
--- BEGIN shared: key_type
--- Return the type of key as a string ("none" if it does not exist). TYPE answers with a status
--- reply, which reaches a script as a table {ok = "hash"}.
-local function key_type(key)
-    local t = redis.call("TYPE", key)
-    if type(t) == "table" then t = t.ok end
-    return t
-end
--- END shared: key_type
-
--- BEGIN shared: dictionary_keys_error
--- Return an error reply unless keys = {ids, index, meta} are three distinct keys that share one
--- {hash tag} (invalid-arguments) and each holds a hash or nothing (WRONGTYPE); else nil.
--- Reads nothing but TYPE. Needs the script's fail and wrong_type, the shared hash_tag and key_type.
-local function dictionary_keys_error(keys)
-    local ids, index, meta = keys[1], keys[2], keys[3]
-    if ids == index or ids == meta or index == meta then
-        return fail("invalid-arguments: the 3 keys must be distinct")
-    end
-    local tag = hash_tag(ids)
-    if tag == nil or hash_tag(index) ~= tag or hash_tag(meta) ~= tag then
-        return fail("invalid-arguments: the 3 keys must share one hash tag, e.g. {dict:<name>}")
-    end
-    for i, key in ipairs(keys) do
-        local t = key_type(key)
-        if t ~= "hash" and t ~= "none" then
-            return wrong_type("KEYS[" .. i .. "] holds a " .. t .. ", not a hash")
-        end
-    end
-    return nil
-end
--- END shared: dictionary_keys_error
-
--- BEGIN shared: dictionary_registered_id
--- Return text's id if the index holds text, nil if it does not; or nil and an
--- inconsistent-dictionary error reply if the index points at an id that does not hold text.
--- Needs the script's fail and the shared integer_in.
-local function dictionary_registered_id(ids, index, text)
-    local found = redis.call("HGET", index, text)
-    if not found then
-        return nil
-    end
-    local id = integer_in(found, 1, 9007199254740991)  -- ids are 1..2^53-1
-    if id == nil or redis.call("HGET", ids, found) ~= text then
-        return nil, fail("inconsistent-dictionary: the index points at an id that does not hold the string")
-    end
-    return id
-end
--- END shared: dictionary_registered_id
-
--- BEGIN shared: dictionary_last_id
--- Return meta's last_id (0 if unset) after checking that ids and index hold that many fields; or
--- nil and an error reply: invalid-counter (last_id is not a decimal integer in 0..2^53-2, so one
--- more id might not be exact) or inconsistent-dictionary (an HLEN differs from last_id).
--- Needs the script's fail and the shared integer_in.
-local function dictionary_last_id(ids, index, meta)
-    local stored = redis.call("HGET", meta, "last_id")
-    local last = 0
-    if stored then
-        last = integer_in(stored, 0, 9007199254740990)
-        if last == nil then
-            return nil, fail("invalid-counter: last_id must be a decimal integer in 0..2^53-2")
-        end
-    end
-    if redis.call("HLEN", ids) ~= last or redis.call("HLEN", index) ~= last then
-        return nil, fail("inconsistent-dictionary: HLEN of ids or index differs from last_id")
-    end
-    return last
-end
--- END shared: dictionary_last_id
+--   invalid-arguments         not 3 keys and 1..10000 strings, two KEYS equal, or no shared {hash tag}.
+--   invalid-counter           last_id is not a canonical integer in 0..2^53-2, or the batch would pass 2^53-1.
+--   inconsistent-dictionary   the hashes disagree (as in dict_get_or_put.lua, or an id the batch
+--                             would assign is already taken in ids).
+--   WRONGTYPE                 a key exists and is not a hash
+--                             ("WRONGTYPE dict_get_or_put_batch: KEYS[<i>] holds a <type>, not a hash").
+-- uses: replies, dictionary_call_error, dictionary_registered_id, dictionary_last_id
 
 local MAX_ID = 9007199254740991  -- 2^53-1: every integer up to it is exact in a Lua number
-local MAX_BATCH = 10000
 
-if #KEYS ~= 3 or #ARGV < 1 or #ARGV > MAX_BATCH then
-    return fail("invalid-arguments: expected 3 keys (ids, index, meta) and 1..10000 strings")
-end
-local err = dictionary_keys_error(KEYS)
-if err then
-    return err
-end
+local err = dictionary_call_error(KEYS, ARGV, 10000, "1..10000 strings")
+if err then return err end
 local ids, index, meta = KEYS[1], KEYS[2], KEYS[3]
 
 -- Pass 1 (reads only): check the state, find the registered strings, plan the new ids.
 local last
 last, err = dictionary_last_id(ids, index, meta)
-if err then
-    return err
-end
+if err then return err end
 local result, planned, new_texts = {}, {}, {}
 for i, text in ipairs(ARGV) do
     local id = planned[text]
     if id == nil then
         id, err = dictionary_registered_id(ids, index, text)
-        if err then
-            return err
-        end
+        if err then return err end
         if id == nil then
             id = last + #new_texts + 1
             new_texts[#new_texts + 1] = text

@@ -23,24 +23,7 @@
 --   {2, "duplicate-request"}  the request id is already in the log; nothing written.
 -- Errors: a key of another type raises WRONGTYPE from ZSCORE (a Redis error reply, not a status:
 --   the key collides with foreign data), before anything is written.
-
--- Redis scripts cannot include one another: each "BEGIN shared" block is a byte-for-byte copy of
--- lua/_shared.lua (tests/test_lua_style.py holds every copy to it).
-
--- BEGIN shared: integer_in
--- Return the number in text if text is a canonical decimal integer (digits only: no sign, no
--- leading zero, no exponent, no spaces) in lo..hi, else nil; hi must be at most 2^53-1. The
--- length check comes first: tonumber sees at most 16 digits, and every integer up to 2^53 is
--- exact in a Lua number (a longer or larger text is above hi anyway).
-local function integer_in(text, lo, hi)
-    if type(text) ~= "string" or #text > 16 or not (text == "0" or string.find(text, "^[1-9]%d*$")) then
-        return nil
-    end
-    local n = tonumber(text)
-    if n < lo or n > hi then return nil end
-    return n
-end
--- END shared: integer_in
+-- uses: integer_in
 
 if #KEYS ~= 1 or #ARGV ~= 4 then
     return {2, "invalid-arguments"}

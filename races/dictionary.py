@@ -34,7 +34,7 @@ from typing import NamedTuple
 import redis
 
 from helpers.backend.namespace import Namespace
-from helpers.backend.scripts import lua, lua_source
+from luaload import lua, lua_source
 from races import GaveUp
 
 Text = str | bytes

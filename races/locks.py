@@ -37,7 +37,7 @@ from typing import Any
 import redis
 import xxhash
 
-from helpers.backend.scripts import lua
+from luaload import lua
 from races import GaveUp
 
 TOKEN_BYTES = 20

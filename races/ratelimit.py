@@ -34,7 +34,7 @@ import time
 
 import redis
 
-from helpers.backend.scripts import lua
+from luaload import lua
 from races import GaveUp
 
 ADMITTED, REJECTED, REFUSED = 1, 0, 2  # the Lua limiter's statuses

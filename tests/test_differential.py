@@ -66,7 +66,7 @@ from hypothesis import strategies as st
 
 from helpers import Lab, connect
 from helpers.backend.fake84 import parse_set_options
-from helpers.backend.scripts import LUA_DIR
+from helpers.backend.scripts import LUA_DIR, lua_source
 from helpers.backend.server import RedisServer, ServerNotFound, find_binary
 
 MIN_SEQUENCES = 2000
@@ -1142,7 +1142,7 @@ def library_pair(real_url: str) -> Iterator[Pair]:
 def test_lua_script_gets_the_same_replies_and_keyspace(
     stem: str, request: pytest.FixtureRequest
 ) -> None:
-    source = (LUA_DIR / f"{stem}.lua").read_bytes()
+    source = lua_source(stem).encode()  # assembled: what Redis runs
     library = source.startswith(b"#!lua")
     if stem in LUA_NOT_DIFFERENTIAL:
         pytest.skip(f"lua/{stem}.lua: {LUA_NOT_DIFFERENTIAL[stem]}")

@@ -31,7 +31,7 @@ def test_script_reloads_itself_after_noscript(owned_server, tmp_path, monkeypatc
     (tmp_path / "echo_arg.lua").write_text(
         "-- echo_arg.lua: test\n-- KEYS none\n-- ARGV[1]\n-- Returns: ARGV[1]\nreturn ARGV[1]\n"
     )
-    monkeypatch.setattr("helpers.backend.scripts.LUA_DIR", tmp_path)
+    monkeypatch.setattr("luaload.LUA_DIR", tmp_path)
     c = owned_server.client(decode_responses=True)
     script = load_script(c, "echo_arg")
     assert script(args=["hi"]) == "hi"
@@ -69,3 +69,71 @@ def test_fcall_reloading_survives_another_run_deleting_the_library(lab):
             fcall_reloading(client, "demo_library", "racelab_demo_hit", [lab.key("hash")], [1])
     finally:
         delete_library(client, "demo_library")
+
+
+def test_the_loader_imports_without_helpers_and_races_locks_needs_nothing_more():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, luaload, races.locks, races.ratelimit\n"
+        "assert luaload.lua('lock_release').sha\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'helpers'))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_show_gives_the_file_as_written_and_assembled_what_redis_runs():
+    from helpers import show
+    from luaload import lua_file, lua_source
+
+    written, run = str(show("lock_release")), str(show("lock_release", assembled=True))
+    assert written == lua_file("lock_release").rstrip("\n")
+    assert run == lua_source("lock_release").rstrip("\n")
+    assert "-- uses: read_lock" in written and "local function read_lock" not in written
+    assert "local function read_lock" in run and len(run.splitlines()) > len(written.splitlines())
+
+
+def test_a_script_edited_after_loading_is_assembled_again(tmp_path, monkeypatch):
+    import os
+
+    import luaload
+
+    monkeypatch.setattr(luaload, "LUA_DIR", tmp_path)
+    (tmp_path / "_shared.lua").write_text(
+        "-- BEGIN shared: one\nlocal function one() return 1 end\n-- END shared: one\n"
+    )
+    script = tmp_path / "s.lua"
+    script.write_text("-- s.lua: s\n-- uses: one\n\nreturn one()\n")
+    first = luaload.lua("s")
+    assert "local function one() return 1 end" in first.script.decode()
+    (tmp_path / "_shared.lua").write_text(
+        "-- BEGIN shared: one\nlocal function one() return 2 end\n-- END shared: one\n"
+    )
+    stat = (tmp_path / "_shared.lua").stat()
+    os.utime(tmp_path / "_shared.lua", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+    second = luaload.lua("s")
+    assert b"return 2" in second.script and second.sha != first.sha
+    assert luaload.script_name(second.sha) == "s"
+
+
+def test_a_script_used_by_another_file_must_end_with_its_entry_point(tmp_path, monkeypatch):
+    import luaload
+
+    monkeypatch.setattr(luaload, "LUA_DIR", tmp_path)
+    (tmp_path / "_shared.lua").write_text("")
+    (tmp_path / "body.lua").write_text("-- body.lua: b\n\nreturn 1\n")
+    (tmp_path / "lib.lua").write_text("#!lua name=lib\n-- lib.lua: l\n-- uses: body\n\nx()\n")
+    with pytest.raises(ValueError, match=r"return <function>\(KEYS, ARGV\)"):
+        luaload.lua_source("lib")
+
+
+def test_the_guard_knows_the_libraries_by_their_assembled_code():
+    from helpers.backend.guard import is_suite_code, suite_libraries
+    from luaload import lua_file, lua_source
+
+    code = lua_source("dict_library").encode()
+    assert suite_libraries()["racelab_dict"] == code
+    assert is_suite_code("racelab_dict", code)
+    assert not is_suite_code("racelab_dict", lua_file("dict_library").encode())  # not what loads

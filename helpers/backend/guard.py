@@ -240,14 +240,9 @@ _LOADED_HERE: dict[
 
 def suite_libraries() -> dict[str, bytes]:
     """Return {library name: code} of every function library in lua/ ('#!lua name=...' files)."""
-    from helpers.backend.scripts import LUA_DIR  # local: scripts is the one place that knows lua/
+    from luaload import libraries  # local: the loader is the one place that knows lua/
 
-    found = {}
-    for path in sorted(LUA_DIR.glob("*.lua")):
-        code = path.read_bytes()
-        if code.startswith(b"#!lua"):
-            found[_library_name(code)] = code
-    return found
+    return {name: code.encode() for name, code in libraries().items()}  # assembled, as loaded
 
 
 def is_suite_code(name: str, code: bytes) -> bool:

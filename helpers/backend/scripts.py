@@ -1,70 +1,71 @@
-"""Lua scripts and function libraries from lua/, loaded by file name.
+"""Lua scripts and function libraries from lua/, loaded by file name, for a lab and its clients.
 
-Scripts go through redis-py's ``register_script``: the client sends EVALSHA and, on a
-NOSCRIPT reply, loads the source and retries. Each file starts with a comment header that
-says what it does, its KEYS, its ARGV and its return contract; ``script_header`` returns it
-so a notebook can show the contract straight from the file.
+The files are found and assembled by ``luaload`` (a script's ``-- uses:`` blocks from
+lua/_shared.lua put in), which needs no ``helpers``: this module is the lab-facing layer on it.
+Scripts go through redis-py's ``register_script``: the client sends EVALSHA of the assembled
+text and, on a NOSCRIPT reply, loads it and retries. Each file starts with a comment header that
+says what it does, its KEYS, its ARGV and its return contract; ``script_header`` returns it so a
+notebook can show the contract straight from the file.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from redis.commands.core import Script
 
-LUA_DIR = Path(__file__).resolve().parents[2] / "lua"
+from luaload import (
+    LUA_DIR,
+    is_library,
+    library_name,
+    lua,
+    lua_file,
+    lua_path,
+    lua_source,
+    names,
+    remember_sha,
+    script_name,
+)
+
+__all__ = [
+    "HEADER_FIELDS",
+    "LUA_DIR",
+    "delete_library",
+    "fcall_reloading",
+    "library_name",
+    "load_library",
+    "load_script",
+    "lua",
+    "lua_file",
+    "lua_path",
+    "lua_source",
+    "preload",
+    "script_header",
+    "script_name",
+]
+
 HEADER_FIELDS = ("KEYS", "ARGV", "Returns")
 
 
-def lua_path(name: str) -> Path:
-    """Return the path of lua/<name>.lua, or raise FileNotFoundError naming what exists."""
-    path = LUA_DIR / f"{name.removesuffix('.lua')}.lua"
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in LUA_DIR.glob("*.lua"))) or "none"
-        raise FileNotFoundError(f"no Lua file {path.name} in {LUA_DIR} (known: {known})")
-    return path
-
-
-def lua_source(name: str) -> str:
-    """Return the full text of lua/<name>.lua."""
-    return lua_path(name).read_text()
-
-
 def script_header(name: str) -> str:
-    """Return the leading comment block of lua/<name>.lua (the script's contract)."""
+    """Return the leading comment block of lua/<name>.lua (the script's contract), without '-- uses:'."""
     lines = []
-    for line in lua_source(name).splitlines():
+    for line in lua_file(name).splitlines():
         stripped = line.strip()
         if stripped.startswith("#!"):
             continue
         if not stripped.startswith("--"):
             break
-        lines.append(stripped[2:].removeprefix(" "))
+        if not stripped.startswith("-- uses:"):
+            lines.append(stripped[2:].removeprefix(" "))
     return "\n".join(lines).strip()
 
 
-_NAME_OF_SHA: dict[str, str] = {}
-
-
 def load_script(client: Any, name: str) -> Script:
-    """Return a callable Script for lua/<name>.lua bound to client (EVALSHA, reloads on NOSCRIPT)."""
+    """Return a callable Script for lua/<name>.lua (assembled) bound to client (EVALSHA, reloads on NOSCRIPT)."""
     script = client.register_script(lua_source(name))
-    _NAME_OF_SHA[script.sha] = name
-    return script
-
-
-@functools.cache
-def lua(name: str) -> Script:
-    """Return lua/<name>.lua as a Script bound to no client: call it as script(keys, args, client=c).
-
-    This is how an application keeps a script: made once, called with whatever client serves
-    the request. redis-py sends EVALSHA and, on NOSCRIPT, loads the source and sends it again.
-    """
-    script = Script(None, lua_source(name).encode())
-    _NAME_OF_SHA[script.sha] = name
+    remember_sha(script.sha, name)
     return script
 
 
@@ -77,33 +78,13 @@ def preload(client: Any) -> None:
     """
     import redis  # local: only this helper needs the exception type
 
-    for path in sorted(LUA_DIR.glob("*.lua")):
-        if path.name.startswith("_"):
-            continue  # not a script (e.g. the shared copies of validators)
-        source = path.read_text()
-        if source.startswith("#!lua name="):
+    for name in names():
+        if is_library(name):
             continue  # a function library: FUNCTION LOAD, not SCRIPT LOAD
-        lua(path.stem)
         try:
-            client.script_load(source)
+            client.script_load(lua(name).script)
         except redis.ResponseError:
             continue  # a teaching script that does not compile on this server: it is never EVALSHAed
-
-
-def script_name(sha: str) -> str | None:
-    """Return the lua/ name of a script loaded with load_script, by its SHA1, or None."""
-    return _NAME_OF_SHA.get(sha)
-
-
-def library_name(name: str) -> str:
-    """Return the library name declared by lua/<name>.lua's '#!lua name=...' first line."""
-    first = lua_source(name).splitlines()[0]
-    if not first.startswith("#!lua"):
-        raise ValueError(f"lua/{name}.lua is not a function library (no '#!lua name=...' line)")
-    for part in first.split():
-        if part.startswith("name="):
-            return part[5:]
-    raise ValueError(f"lua/{name}.lua declares no library name")
 
 
 def load_library(client: Any, name: str) -> str:

@@ -1,8 +1,10 @@
 """Show the code a demo runs: Python functions and Lua scripts, in full, highlighted.
 
 ``show(naive_allow)`` displays the function's whole source; ``show("lock_release")`` displays
-lua/lock_release.lua, contract header included. In JupyterLab the listing is highlighted (IPython's
-``Code`` display); in plain text (nbval, a terminal) it is the same source, line for line.
+lua/lock_release.lua as written, contract header and ``-- uses:`` line included;
+``show("lock_release", assembled=True)`` displays what Redis runs: the file with the shared blocks
+it uses put in (see ``luaload``). In JupyterLab the listing is highlighted (IPython's ``Code``
+display); in plain text (nbval, a terminal) it is the same source, line for line.
 """
 
 from __future__ import annotations
@@ -10,13 +12,16 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from helpers.backend.scripts import lua_path
+from luaload import lua_file, lua_source
 
 
-def source_of(obj: Any) -> tuple[str, str]:
-    """Return (source text, language) of a function (or a partial of one) or of a lua/ name."""
+def source_of(obj: Any, assembled: bool = False) -> tuple[str, str]:
+    """Return (source text, language) of a function (or a partial of one) or of a lua/ name.
+
+    A lua/ name gives the file as written, or with assembled=True the text Redis runs.
+    """
     if isinstance(obj, str):
-        return lua_path(obj).read_text(), "lua"
+        return (lua_source(obj) if assembled else lua_file(obj)), "lua"
     target = getattr(obj, "func", obj)  # functools.partial: show the function it wraps
     return inspect.getsource(target), "python"
 
@@ -39,8 +44,11 @@ class Listing:
         return "".join(Code(text, language=language)._repr_html_() for text, language in self.parts)
 
 
-def show(*objects: Any) -> Listing:
-    """Return a Listing of each function's (or lua/ script's) full source, in order."""
+def show(*objects: Any, assembled: bool = False) -> Listing:
+    """Return a Listing of each function's (or lua/ script's) full source, in order.
+
+    A lua/ script is shown as written; with assembled=True, as Redis runs it (shared blocks put in).
+    """
     if not objects:
         raise ValueError("show() needs at least one function or lua/ script name")
-    return Listing([source_of(obj) for obj in objects])
+    return Listing([source_of(obj, assembled) for obj in objects])
