@@ -14,7 +14,7 @@ from typing import Any
 from exercises import NotAnswered, Wrong, exercise
 from helpers.backend.lab import Lab
 from helpers.instruments.explore import explore
-from helpers.instruments.race import run_clients
+from helpers.instruments.load import run_clients
 from helpers.instruments.schedule import run_schedule
 from races import ratelimit as rl
 

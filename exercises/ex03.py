@@ -19,7 +19,7 @@ from exercises import Wrong, exercise
 from helpers.backend.lab import Lab
 from helpers.backend.modes import client_stats
 from helpers.instruments.explore import TooManySchedules, explore
-from helpers.instruments.race import run_clients
+from helpers.instruments.load import run_clients
 from helpers.instruments.schedule import ScheduleError
 from helpers.instruments.stepper import Stepper
 from races.dictionary import DictKeys, check_dictionary, dict_keys, naive_get_or_put

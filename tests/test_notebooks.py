@@ -55,7 +55,7 @@ def helper_names(sources: list[str]) -> set[str]:
 def test_helper_names_counts_imports_and_module_attributes() -> None:
     sources = [
         "from helpers import connect, show\nimport helpers.instruments.plots as p\np.latency_cdf(1)",
-        "from helpers.instruments.race import run_clients\nx = connect",
+        "from helpers.instruments.load import run_clients\nx = connect",
     ]
     assert helper_names(sources) == {"connect", "show", "latency_cdf", "run_clients"}
 
