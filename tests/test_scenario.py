@@ -92,7 +92,7 @@ def test_a_plain_function_with_a_docstring_is_an_invariant(lab: Lab) -> None:
     visits = lab.key("visits")
     count = partial(rl.lost_update_increment, key=visits)
     race = Race(lab, {"A": count, "B": count}, watch=[visits], invariant=two_visits)
-    assert race.invariant.says == "Two increments leave 2" and race.invariant.name == "two visits"
+    assert race.invariant.says == "two increments leave 2" and race.invariant.name == "two visits"
     assert race.explore().bad_count == 4
 
 

@@ -31,6 +31,12 @@ class InvariantDefinitionError(RaceLabError, TypeError):
     """An invariant was given without a check, a sentence, or a check that returns a bool."""
 
 
+def _as_clause(line: str) -> str:
+    """Return a docstring's first line as a clause: 'If B ...' -> 'if B ...' (not 'ID ...')."""
+    word = line.split(" ", 1)[0]
+    return line[0].lower() + line[1:] if len(word) > 1 and word[1:].islower() else line
+
+
 @dataclass(frozen=True)
 class Invariant:
     """What must hold after a race: a short name, the sentence that says it, and its check."""
@@ -64,7 +70,7 @@ class Invariant:
         doc = (getattr(check, "__doc__", None) or "").strip()
         if doc and doc == (type(check).__doc__ or "").strip():  # a partial's or a class's doc
             doc = ""
-        sentence = says or (doc.splitlines()[0].rstrip(".") if doc else "")
+        sentence = says or (_as_clause(doc.splitlines()[0].rstrip(".")) if doc else "")
         name = getattr(check, "__name__", "") or ""
         if name in ("", "<lambda>"):
             name = sentence
