@@ -162,3 +162,20 @@ def test_run_result_overlaps_finds_two_clients_holding_a_span_at_once() -> None:
     assert [s.client for s in run.spans(span_of)] == [0, 1]
     assert [(o.start_ns, o.end_ns) for o in run.overlaps(span_of)] == [(5, 10)]
     assert run.overlaps(lambda op: None) == []
+
+
+def test_a_race_s_fixes_are_the_stepper_s_strategy_menu(lab: Lab) -> None:
+    lua = partial(rl.lua_allow, key=lab.key("demo"), limit=5, window=WINDOW)
+    race = limiter_race(lab)
+    with_fix = Race(
+        lab,
+        race.actors,
+        race.setup,
+        race.watch,
+        invariant=race.invariant,
+        fixes={"Lua": {"A": lua, "B": lua}},
+    )
+    with with_fix.with_actors({}).stepper() as stepper:
+        assert stepper.play("ABAB").broken_at == 4
+        stepper.use("Lua")
+        assert stepper.explore_from_here().bad_count == 0

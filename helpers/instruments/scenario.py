@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from helpers.errors import RaceLabError
 from helpers.instruments import explore as explore_module
@@ -31,6 +31,9 @@ from helpers.instruments.invariant import Check, Invariant
 from helpers.instruments.load import RunResult, run_clients
 from helpers.instruments.schedule import Actor, Clock, Trace, lease_expires, run_schedule
 from helpers.instruments.stepper import Stepper
+
+if TYPE_CHECKING:
+    from helpers.backend.lab import Lab
 
 
 class RaceDefinitionError(RaceLabError, ValueError):
@@ -64,7 +67,7 @@ class Race:
 
     def __init__(
         self,
-        lab: Any,
+        lab: Lab,
         actors: Mapping[str, Actor],
         setup: Callable[[Any], Any] | None = None,
         watch: Sequence[str] = (),
@@ -207,7 +210,7 @@ class Race:
             self.lab.release(client)
 
     def with_actors(self, actors: Mapping[str, Actor]) -> Race:
-        """Return the same race (setup, keys, invariant) with these actors swapped in."""
+        """Return the same race (setup, keys, invariant, fixes) with these actors swapped in."""
         return Race(
             self.lab,
             {**self.actors, **actors},
@@ -215,6 +218,7 @@ class Race:
             self.watch,
             self.reset,
             self.invariant,
+            self.fixes,
         )
 
     def _needs_invariant(self, what: str) -> Invariant:
