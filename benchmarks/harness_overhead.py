@@ -45,7 +45,7 @@ import redis
 from helpers.backend import embedded
 from helpers.backend.lab import PYTHON_PARSER, Lab, connect, hiredis_version
 from helpers.backend.server import find_binary
-from helpers.instruments.race import run_clients, run_processes
+from helpers.instruments.load import run_clients, run_processes
 from helpers.instruments.schedule import ScheduleRun
 
 BASELINE = "redis-py alone (no mode)"

@@ -27,7 +27,7 @@ from statistics import median
 
 from helpers.backend.lab import Lab, connect
 from helpers.instruments.measure import Stats, summarize
-from helpers.instruments.race import RunResult, run_clients
+from helpers.instruments.load import RunResult, run_clients
 from races import locks
 
 RELEASES: dict[str, locks.Release] = {

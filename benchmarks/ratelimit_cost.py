@@ -31,7 +31,7 @@ from typing import Any
 
 from helpers.backend.lab import Lab, connect
 from helpers.instruments.measure import Stats, compare_strategies, summarize
-from helpers.instruments.race import repeat_runs, run_processes
+from helpers.instruments.load import repeat_runs, run_processes
 from races import ratelimit as rl
 
 STRATEGIES: dict[str, Callable[..., bool]] = {

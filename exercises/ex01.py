@@ -13,8 +13,9 @@ from typing import Any
 
 from exercises import NotAnswered, Wrong, exercise
 from helpers.backend.lab import Lab
-from helpers.instruments.explore import explore
-from helpers.instruments.race import run_clients
+from helpers.instruments.invariant import Invariant
+from helpers.instruments.load import run_clients
+from helpers.instruments.scenario import Race
 from helpers.instruments.schedule import run_schedule
 from races import ratelimit as rl
 
@@ -106,9 +107,11 @@ def sliding_model(times_ms: tuple[int, ...], limit: int, window_ms: int) -> list
     return verdicts
 
 
-def _at_most_one_admitted(client: Any, results: dict[str, Any]) -> bool:
-    """At most one request admitted (one slot was left)."""
-    return [results.get("A"), results.get("B")].count(True) <= 1
+AT_MOST_ONE_ADMITTED = Invariant(
+    "at most one admitted",
+    "at most one request is admitted (one slot was left)",
+    lambda client, results: [results.get("A"), results.get("B")].count(True) <= 1,
+)
 
 
 @exercise(
@@ -159,13 +162,13 @@ def sliding(lab: Lab, answer: Any) -> str:
         if observer.pttl(log) <= 0:
             raise Wrong("the log has no TTL: an idle customer's log would stay forever")
         limiter = partial(fn, key=log, limit=10, window_ms=60_000, now_ms=5_000)
-        found = explore(
+        found = Race(
             lab,
             {"A": limiter, "B": limiter},
-            _at_most_one_admitted,
             setup=lambda c: c.zadd(log, {f"earlier-{i}": 4_000 for i in range(9)}),
             watch=[log],
-        )
+            invariant=AT_MOST_ONE_ADMITTED,
+        ).explore()
         if found.bad_count:
             raise Wrong(
                 f"one slot left, two clients: {found.summary()} (e.g. {found.bad[0]}: "

@@ -13,7 +13,8 @@ from typing import Any
 
 from exercises import Wrong, exercise
 from helpers.backend.lab import Lab
-from helpers.instruments.explore import Exploration, explore
+from helpers.instruments.invariant import Invariant
+from helpers.instruments.scenario import Exploration, Race
 from helpers.instruments.schedule import lease_expires, run_schedule
 from races import locks
 
@@ -38,18 +39,18 @@ def _story(key: str, release: Release, takers: str = "B") -> dict[str, Any]:
     }
 
 
-def _b_keeps_its_lock(key: str) -> Callable[[Any, dict[str, Any]], bool]:
+def _b_keeps_its_lock(key: str) -> Invariant:
     """Return the invariant: if B took the lock, the lock still holds B's token."""
-
-    def invariant(client: Any, results: dict[str, Any]) -> bool:
-        return results.get("B") is not True or client.get(key) == B
-
-    return invariant
+    return Invariant(
+        "B keeps its lock",
+        "if B took the lock, nobody else removed it",
+        lambda client, results: results.get("B") is not True or client.get(key) == B,
+    )
 
 
 def _every_schedule(lab: Lab, key: str, release: Release) -> Exploration:
     """Return the exploration of every order of A (with release), the clock T and B."""
-    return explore(lab, _story(key, release), _b_keeps_its_lock(key), watch=[key])
+    return Race(lab, _story(key, release), watch=[key], invariant=_b_keeps_its_lock(key)).explore()
 
 
 @exercise(

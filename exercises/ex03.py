@@ -18,8 +18,10 @@ from typing import Any
 from exercises import Wrong, exercise
 from helpers.backend.lab import Lab
 from helpers.backend.modes import client_stats
-from helpers.instruments.explore import TooManySchedules, explore
-from helpers.instruments.race import run_clients
+from helpers.instruments.explore import TooManySchedules
+from helpers.instruments.invariant import Invariant
+from helpers.instruments.load import run_clients
+from helpers.instruments.scenario import Race
 from helpers.instruments.schedule import ScheduleError
 from helpers.instruments.stepper import Stepper
 from races.dictionary import DictKeys, check_dictionary, dict_keys, naive_get_or_put
@@ -135,8 +137,11 @@ def _survives_every_order(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> i
         answers = [("price", got) for got in results.values()]
         return len(results) == 2 and not check_dictionary(client, keys, answers)
 
+    one_id_each = Invariant("sound dictionary", "price has one id, and the ids are 1..N", sound)
     try:
-        found = explore(lab, {"A": actor, "B": actor}, sound, watch=list(keys))
+        found = Race(
+            lab, {"A": actor, "B": actor}, watch=list(keys), invariant=one_id_each
+        ).explore()
     except TooManySchedules:
         raise Wrong(
             "two workers' round trips have too many orders to try: one script, one "

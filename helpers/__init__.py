@@ -1,12 +1,17 @@
 """redis-race-lab helpers: the instruments a notebook uses to run, force and measure a race.
 
-What a learner imports comes from here, e.g. ``from helpers import connect, run_schedule, show``:
+What a learner imports comes from here, e.g. ``from helpers import Race, connect, show``:
 
 * ``connect(notebook)``: the backend in use, as a ``Lab`` (clients, key names, cleanup);
 * ``show(fn, "script")``: the full source of a strategy or a lua/ script, highlighted;
-* ``run_schedule``, ``explore``, ``lease_expires``: forced interleavings and every interleaving;
-* ``run_clients``: the same strategy under real threads;
-* ``plot_timeline`` and the other plots;
+* ``Race(lab, actors, setup, watch, invariant)``: one race, given once; ``.run("ABAB")`` forces
+  an order, ``.explore()`` tries every order, ``.stepper()`` lets the learner choose, and
+  ``.load(clients=8)`` runs it under real threads;
+* ``Invariant(name, sentence, check)``: what must hold after a race, said in words;
+* ``run_schedule``, ``explore``, ``Stepper``, ``lease_expires``, ``run_clients``: the instruments
+  a ``Race`` calls, for notebooks that use one of them alone;
+* ``plot_timeline`` and the other plots; ``lease_span``, ``hold_spans``: the spans it shades
+  (``RunResult.overlaps`` finds two clients holding one at once);
 * ``count_work``, ``rtt_sweep``, ``relative_cost``: what each strategy costs (exact round trips and
   commands, cost as the network slows, real-server figures relative to the naive version);
 
@@ -20,25 +25,32 @@ from helpers.backend.lab import Capabilities, Lab, connect
 from helpers.backend.modes import client_stats
 from helpers.backend.scripts import lua
 from helpers.instruments.explore import explore
+from helpers.instruments.history import hold_spans, lease_span
+from helpers.instruments.invariant import Invariant
 from helpers.instruments.listing import show
+from helpers.instruments.load import repeat_runs, run_clients
 from helpers.instruments.plots import plot_timeline
-from helpers.instruments.race import repeat_runs, run_clients
 from helpers.instruments.reference import relative_cost
 from helpers.instruments.rtt import rtt_sweep
+from helpers.instruments.scenario import Race
 from helpers.instruments.schedule import ScheduleRun, lease_expires, run_schedule
 from helpers.instruments.stepper import Stepper
 from helpers.instruments.work import count_work
 
 __all__ = [
     "Capabilities",
+    "Invariant",
     "Lab",
+    "Race",
     "ScheduleRun",
     "UnsafeCommandError",
     "client_stats",
     "connect",
     "count_work",
     "explore",
+    "hold_spans",
     "lease_expires",
+    "lease_span",
     "lua",
     "plot_timeline",
     "relative_cost",

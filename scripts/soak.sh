@@ -20,7 +20,7 @@ PY=.venv/bin/python
 NBVAL=(--nbval --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval-sanitize.cfg)
 RUNS="${SOAK_RUNS:-10}"
 read -r -a NOTEBOOKS <<< "${SOAK_NOTEBOOKS:-$(echo notebooks/0[1-3]_*.ipynb)}"
-read -r -a TESTS <<< "${SOAK_TESTS:-tests/test_race.py tests/test_races_locks.py tests/test_races_ratelimit.py tests/test_races_dictionary.py}"
+read -r -a TESTS <<< "${SOAK_TESTS:-tests/test_load.py tests/test_races_locks.py tests/test_races_ratelimit.py tests/test_races_dictionary.py}"
 BUSY="${SOAK_BUSY:-$(nproc)}"
 LOG="${SOAK_LOG:-$(mktemp -d /tmp/racelab-soak.XXXXXX)}"
 mkdir -p "$LOG"

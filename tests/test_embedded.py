@@ -17,7 +17,7 @@ from fakeredis._socket import FakeSocket
 from helpers import Lab
 from helpers.backend import embedded
 from helpers.backend.fake84 import Redis84Connection, Redis84Socket
-from helpers.instruments.race import run_clients
+from helpers.instruments.load import run_clients
 
 
 def raw(lab: Lab) -> Any:

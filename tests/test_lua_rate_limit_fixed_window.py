@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from helpers import Lab, lua
-from helpers.instruments.race import run_clients
+from helpers.instruments.load import run_clients
 
 STEM = "rate_limit_fixed_window"
 MAX_LIMIT, MAX_WINDOW, MAX_COUNTER = 1_000_000_000, 31_536_000, 2**53 - 1

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from helpers import Lab, lua
-from helpers.instruments.race import run_clients
+from helpers.instruments.load import run_clients
 
 STEM = "reserve_seats"
 

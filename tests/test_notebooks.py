@@ -1,4 +1,4 @@
-"""The notebooks' shape: few helper names in the race notebooks, short cells, no test markers in the text.
+"""The notebooks' shape: few helper names in the race notebooks, one Race per race, short cells, no test markers.
 
 These read the .ipynb files; nbval (make test) is what executes them.
 """
@@ -13,7 +13,10 @@ import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 RACE_NOTEBOOKS = [nb for nb in NOTEBOOKS if nb.name[:2] in ("01", "02", "03")]
-MAX_HELPER_NAMES, MAX_CELLS, MAX_LINE = 12, 40, 100
+LESSON_NOTEBOOKS = [nb for nb in NOTEBOOKS if nb.name[:2] in ("00", "01", "02", "03")]
+MAX_HELPER_NAMES, MAX_CELLS, MAX_LINE = 8, 40, 100
+INNER_PACKAGES = ("helpers.instruments", "helpers.backend", "helpers.tools")
+RACE_INSTRUMENTS = {"run_schedule", "explore", "Stepper", "ScheduleRun", "run_clients"}
 
 
 def code_cells(notebook: Path) -> list[str]:
@@ -55,13 +58,68 @@ def helper_names(sources: list[str]) -> set[str]:
 def test_helper_names_counts_imports_and_module_attributes() -> None:
     sources = [
         "from helpers import connect, show\nimport helpers.instruments.plots as p\np.latency_cdf(1)",
-        "from helpers.instruments.race import run_clients\nx = connect",
+        "from helpers.instruments.load import run_clients\nx = connect",
     ]
     assert helper_names(sources) == {"connect", "show", "latency_cdf", "run_clients"}
 
 
+def inner_imports(sources: list[str]) -> list[str]:
+    """Return the modules under helpers.instruments, .backend or .tools that sources import."""
+    found = []
+    for source in sources:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.ImportFrom):
+                modules = [node.module or ""]
+                modules += [f"{node.module}.{a.name}" for a in node.names]  # from helpers import x
+            elif isinstance(node, ast.Import):
+                modules = [a.name for a in node.names]
+            else:
+                continue
+            found += [m for m in modules if m.startswith(INNER_PACKAGES)]
+    return found
+
+
+def instrument_calls(sources: list[str]) -> list[str]:
+    """Return the race instruments called by name (run_schedule(...)), not as a Race's methods."""
+    return [
+        node.func.id
+        for source in sources
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id in RACE_INSTRUMENTS
+    ]
+
+
+def test_inner_imports_and_instrument_calls_are_found() -> None:
+    sources = [
+        "from helpers.instruments.history import lease_span\nimport helpers.backend.lab",
+        "from helpers import instruments\nfrom helpers import Race, show",
+        "explore(lab, actors, inv)\nrace.explore()\nStepper(lab, actors)\nrace.stepper()",
+    ]
+    assert inner_imports(sources) == [
+        "helpers.instruments.history",
+        "helpers.instruments.history.lease_span",
+        "helpers.backend.lab",
+        "helpers.instruments",
+    ]
+    assert instrument_calls(sources) == ["explore", "Stepper"]
+
+
+@pytest.mark.parametrize("notebook", LESSON_NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_lesson_notebook_imports_only_the_learner_surface(notebook: Path) -> None:
+    found = inner_imports(code_cells(notebook))
+    assert found == [], f"{notebook.name} imports from inside helpers: {found}"
+
+
+@pytest.mark.parametrize("notebook", LESSON_NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_lesson_notebook_asks_its_races_not_the_instruments(notebook: Path) -> None:
+    found = instrument_calls(code_cells(notebook))
+    assert found == [], f"{notebook.name} calls {sorted(set(found))} directly: use a Race's methods"
+
+
 @pytest.mark.parametrize("notebook", RACE_NOTEBOOKS, ids=lambda p: p.stem)
-def test_a_race_notebook_uses_at_most_12_helper_names(notebook: Path) -> None:
+def test_a_race_notebook_uses_at_most_8_helper_names(notebook: Path) -> None:
     names = helper_names(code_cells(notebook))
     assert len(names) <= MAX_HELPER_NAMES, (
         f"{notebook.name} uses {len(names)} helper names: {sorted(names)}"

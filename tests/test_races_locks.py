@@ -17,7 +17,7 @@ import redis
 from benchmarks import lock_release_cost
 from helpers import Lab, explore, lease_expires, run_clients, run_schedule
 from helpers.instruments.history import lease_span, overlaps
-from helpers.instruments.race import RunResult
+from helpers.instruments.load import RunResult
 from races import GaveUp, locks
 
 MINE, THEIRS = "a" * 40, "b" * 40

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from helpers.instruments.race import run_clients
+from helpers.instruments.load import run_clients
 
 
 @dataclass(frozen=True)

@@ -52,7 +52,7 @@ import redis
 
 from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
-from helpers.instruments.race import Op
+from helpers.instruments.history import Op
 
 Actor = Callable[[Any], Any]
 MISSING = "nil"

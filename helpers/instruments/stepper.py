@@ -54,6 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from helpers.instruments.explore import DEFAULT_MAX_SCHEDULES, Exploration, explore
+from helpers.instruments.invariant import Check, Invariant
 from helpers.instruments.schedule import (
     Actor,
     Clock,
@@ -64,7 +65,6 @@ from helpers.instruments.schedule import (
     parse_schedule,
 )
 
-Invariant = Callable[[Any, dict[str, Any]], bool]
 GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
 
 
@@ -92,10 +92,12 @@ def _strategy_label(actors: Mapping[str, Actor]) -> str:
     return " + ".join(names) or "as given"
 
 
-def _describe_invariant(invariant: Invariant | None) -> str:
+def _describe_invariant(invariant: Invariant | Check | None) -> str:
     """Return the invariant in words: its docstring's first line, else its name, else ''."""
     if invariant is None:
         return ""
+    if isinstance(invariant, Invariant):
+        return invariant.says
     doc = (getattr(invariant, "__doc__", None) or "").strip()
     if doc and doc != (type(invariant).__doc__ or "").strip():  # not a partial's or a class's doc
         return doc.splitlines()[0].rstrip(".")
@@ -113,7 +115,7 @@ class Stepper:
         setup: Callable[[Any], Any] | None = None,
         watch: Sequence[str] = (),
         reset: Sequence[str] | None = None,
-        invariant: Invariant | None = None,
+        invariant: Invariant | Check | None = None,
         final_only: bool = False,
         fixes: Mapping[str, Mapping[str, Actor]] | None = None,
     ) -> None:

@@ -48,7 +48,7 @@ from helpers.backend.modes import (
     client_stats,
     mode_of,
 )
-from helpers.instruments.history import FAIL, INFO, OK, Op
+from helpers.instruments.history import FAIL, INFO, OK, Op, Overlap, Span, overlaps
 
 _monotonic_ns = time.monotonic_ns
 _sleep = time.sleep
@@ -135,6 +135,14 @@ class RunResult:
     def ops(self, label: str | None = None) -> list[Op]:
         """Return the recorded operations (with that label), ordered by start time."""
         return [o for o in self.history if label is None or o.label == label]
+
+    def spans(self, span_of: Callable[[Op], Span | None]) -> list[Span]:
+        """Return span_of(op) for every op of the history that has one (None: no span)."""
+        return [span for span in map(span_of, self.history) if span is not None]
+
+    def overlaps(self, span_of: Callable[[Op], Span | None]) -> list[Overlap]:
+        """Return every two of those spans, of different clients, that share an interval."""
+        return overlaps(self.spans(span_of))
 
     def op_latencies_ns(self, label: str | None = None) -> list[int]:
         """Return the durations of recorded operations (with that label)."""

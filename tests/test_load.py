@@ -1,4 +1,4 @@
-"""helpers.instruments.race: N clients x M calls of one strategy function, with a barrier,
+"""helpers.instruments.load: N clients x M calls of one strategy function, with a barrier,
 one Op per call, round trips counted by the client layer, errors re-raised, no stray threads."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from programs import incr_first_limiter, naive_limiter, watch_increment
 
 from helpers import Lab
 from helpers.instruments.history import FAIL, INFO, OK, Op
-from helpers.instruments.race import (
+from helpers.instruments.load import (
     ClientProcessError,
     RunResult,
     RunTimeout,
@@ -85,7 +85,7 @@ def test_a_call_that_raises_is_recorded_fail_or_info_and_propagates(lab: Lab) ->
     lab.client().hset(key, "f", "v")
     with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
         run_clients(lab, lambda c: c.incr(key), clients=1, iterations=1)
-    from helpers.instruments.race import _status_of
+    from helpers.instruments.load import _status_of
 
     assert _status_of(redis.ResponseError("x")) == FAIL  # Redis said no: it did not take effect
     assert _status_of(redis.ConnectionError("x")) == INFO  # unknown: it may have reached the server
@@ -420,7 +420,7 @@ def test_timeout_while_clients_are_busy_with_commands_raises_run_timeout_and_joi
 
 
 def test_a_connection_lost_and_reopened_during_a_run_is_an_error_not_a_count(lab: Lab) -> None:
-    from helpers.instruments.race import ConnectionLost
+    from helpers.instruments.load import ConnectionLost
 
     key = lab.key("n")
     dropped = iter(range(10**9))
