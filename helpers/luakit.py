@@ -35,6 +35,7 @@ from typing import Any
 import redis
 
 from helpers.backend.server import RedisServer, ServerNotFound, find_binary, server_description
+from helpers.errors import RaceLabError
 
 # Redis appends where a script failed: " script: <sha>, on @user_script:1." and prefixes
 # "user_script:1: "; fakeredis does neither. Both are noise for a learner comparing servers.
@@ -227,7 +228,7 @@ RECORDINGS = Path(__file__).resolve().parents[1] / "notebooks" / "recordings"
 RECORD_VARIABLE = "RACELAB_RECORD"
 
 
-class RecordingMissing(FileNotFoundError):
+class RecordingMissing(RaceLabError, FileNotFoundError):
     """No redis-server can start and no recording of the demo exists either."""
 
 

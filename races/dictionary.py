@@ -27,15 +27,16 @@ that the dictionary contradicts); an empty list means all is well. ``dense=False
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, NamedTuple
 
 import redis
 
-from helpers.backend.namespace import Namespace
 from helpers.backend.scripts import lua, lua_source
-from races import GaveUp
+from races import GaveUp, Namespace
+from races.workload import Request, Workload
 
 Text = str | bytes
 GET_OR_PUT = lua("dict_get_or_put")
@@ -193,3 +194,53 @@ def check_dictionary(client: redis.Redis, keys: DictKeys, answers: Iterable[tupl
         if not isinstance(given, int) or ids.get(str(given).encode()) != wanted:
             problems.append(f"a caller got {given!r} for {_shown(text)}")
     return problems
+
+
+# --- the reference workload: what each strategy costs (benchmarks, relative_cost) -------------
+
+DICTIONARY_SIZE = 100  # strings in each dictionary when a run starts
+
+
+def _reference_keys(ns: Namespace, label: str) -> DictKeys:
+    """Return the keys of label's own dictionary, e.g. dictionary "ref-hgetallhsetnx"."""
+    return dict_keys(ns, "ref-" + "".join(c for c in label.lower() if c.isalnum()))
+
+
+def _reference_request(ns: Namespace, fn: Callable[..., int], label: str) -> Request:
+    """Return one request: register a string the dictionary has not seen (it grows in a run)."""
+    keys, serial = _reference_keys(ns, label), itertools.count()
+    return lambda client: fn(client, f"new-{next(serial)}", keys)
+
+
+def _reference_reset(ns: Namespace, labels: Sequence[str]) -> Request:
+    """Return a reset: every label's dictionary back to the same DICTIONARY_SIZE strings."""
+    def reset(client: redis.Redis) -> Any:
+        for label in labels:
+            keys = _reference_keys(ns, label)
+            client.delete(*keys)
+            ids = {i: f"word-{i}" for i in range(1, DICTIONARY_SIZE + 1)}
+            client.hset(keys.ids, mapping=ids)
+            client.hset(keys.index, mapping={w: i for i, w in ids.items()})
+            client.hset(keys.meta, "last_id", DICTIONARY_SIZE)
+
+    return reset
+
+
+REFERENCE = Workload(
+    name="dictionary_cost",
+    title="Dictionary get-or-put",
+    what=f"registering a new string in a dictionary of {DICTIONARY_SIZE} (grows during a run)",
+    baseline="naive",
+    strategies={
+        "naive": naive_get_or_put,
+        "HGETALL + HSETNX": hgetall_hsetnx_get_or_put,
+        "HINCRBY + HSETNX": hincrby_hsetnx_get_or_put,
+        "Lua": lua_get_or_put,
+        "Function": function_get_or_put,
+        "WATCH": watch_get_or_put,
+    },
+    request=_reference_request,
+    reset=_reference_reset,
+    needs={"Function": "functions"},
+    libraries=(LIBRARY,),
+)
