@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 import redis
+from redis.typing import EncodableT
 
 from helpers.backend.scripts import lua, lua_source
 from races import GaveUp, Namespace
@@ -48,7 +49,7 @@ class DictKeys(NamedTuple):
     """The keys of one dictionary, in the scripts' KEYS order; one hash tag, so one cluster slot."""
 
     ids: str    # id -> string: what readers use
-    index: str  # string -> id: one HGET answers "is it registered?"
+    index: str  # type: ignore[assignment]  # string -> id: one HGET answers "is it registered?"
     meta: str   # field last_id: the id counter
 
     def all(self) -> list[str]:
@@ -150,7 +151,9 @@ def hincrby_hsetnx_get_or_put(client: redis.Redis, text: Text, keys: DictKeys) -
         client.hset(keys.ids, new_id, text)
         return new_id
     # Another caller registered text since our HGET: take its id; new_id stays unused (a gap).
-    return int(client.hget(keys.index, text))
+    winner = client.hget(keys.index, text)
+    assert winner is not None, "HSETNX found text in the index"
+    return int(winner)
 
 
 # --- the checker -------------------------------------------------------------------------
@@ -174,8 +177,8 @@ def check_dictionary(client: redis.Redis, keys: DictKeys, answers: Iterable[tupl
     ids = _raw(client, keys.ids)
     problems = []
     owners: dict[bytes, list[int]] = defaultdict(list)
-    for field, text in ids.items():
-        owners[text].append(int(field) if field.isdigit() else -1)
+    for field, value in ids.items():
+        owners[value].append(int(field) if field.isdigit() else -1)
     problems += [f"{_shown(text)} has {len(got)} ids: {sorted(got)}"
                  for text, got in sorted(owners.items()) if len(got) > 1]
     if dense and sorted(ids) != sorted(str(i).encode() for i in range(1, len(ids) + 1)):
@@ -218,7 +221,9 @@ def _reference_reset(ns: Namespace, labels: Sequence[str]) -> Request:
         for label in labels:
             keys = _reference_keys(ns, label)
             client.delete(*keys)
-            ids = {i: f"word-{i}" for i in range(1, DICTIONARY_SIZE + 1)}
+            ids: dict[EncodableT, EncodableT] = {
+                i: f"word-{i}" for i in range(1, DICTIONARY_SIZE + 1)
+            }
             client.hset(keys.ids, mapping=ids)
             client.hset(keys.index, mapping={w: i for i, w in ids.items()})
             client.hset(keys.meta, "last_id", DICTIONARY_SIZE)

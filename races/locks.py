@@ -142,7 +142,8 @@ def acquire_fenced(client: redis.Redis, key: str, fence_key: str, token: str,
     did not get.
     """
     with client.pipeline(transaction=True) as pipe:
-        pipe.set(key, token, nx=True, px=ttl_ms).incr(fence_key)
+        pipe.set(key, token, nx=True, px=ttl_ms)
+        pipe.incr(fence_key)
         taken, fence = pipe.execute(raise_on_error=False)
     if isinstance(fence, Exception):
         if taken:

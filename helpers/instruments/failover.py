@@ -70,7 +70,7 @@ def fence_after_failover(
 ) -> dict[str, Any]:
     """Grant a fenced lock before and after a failover that lost one grant; return the replies."""
     with replica_pair("--appendonly", "yes", "--appendfsync", "always") as (primary, replica):
-        steps = [
+        steps: list[tuple[str, str, object]] = [  # (where, what, reply)
             ("primary", "X takes the lock", acquire_fenced(primary, lock, fence, "tok-X", lease_ms))
         ]
         primary.delete(lock)  # X is done: it lets go
