@@ -94,6 +94,14 @@ def test_a_workload_measures_live(lab: Lab, name: str) -> None:
     assert set(measured["ratios"]["2"]) == set(runnable(WORKLOADS[name], lab))
 
 
+def test_a_name_is_refused_with_what_to_pass_instead() -> None:
+    from helpers import connect
+
+    with connect("test_reference", backend="embedded") as lab:
+        with pytest.raises(TypeError, match=r"ratelimit\.REFERENCE, not 'ratelimit_cost'"):
+            relative_cost(lab, "ratelimit_cost")  # type: ignore[arg-type]
+
+
 def test_a_real_server_measures_live(lab: Lab) -> None:
     if lab.kind == "embedded":
         pytest.skip("live figures are for a real server")

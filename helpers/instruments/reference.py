@@ -293,6 +293,10 @@ def relative_cost(
     at 1 and 8 clients: a few seconds on a quiet machine, well within a notebook cell's limit on a
     busy one. ``make bench`` measures the same workloads longer.
     """
+    if isinstance(workload, str):  # the name it took before issue 22
+        raise TypeError(
+            f"relative_cost takes a race's workload, e.g. ratelimit.REFERENCE, not {workload!r}"
+        )
     source = source or ("reference" if lab.kind == "embedded" else "live")
     if source == "reference":
         return reference(workload.name, "hiredis" if "hiredis" in lab.parser else None)
