@@ -30,7 +30,7 @@ from __future__ import annotations
 import itertools
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import redis
 from redis.typing import EncodableT
@@ -217,7 +217,7 @@ def _reference_request(ns: Namespace, fn: Callable[..., int], label: str) -> Req
 
 def _reference_reset(ns: Namespace, labels: Sequence[str]) -> Request:
     """Return a reset: every label's dictionary back to the same DICTIONARY_SIZE strings."""
-    def reset(client: redis.Redis) -> Any:
+    def reset(client: redis.Redis) -> None:
         for label in labels:
             keys = _reference_keys(ns, label)
             client.delete(*keys)

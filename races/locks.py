@@ -44,7 +44,7 @@ from races.workload import Request, Workload
 
 TOKEN_BYTES = 20
 RELEASED, EXPIRED, STOLEN = "released", "expired", "stolen"
-Release = Callable[[redis.Redis, str, str], Any]
+Release = Callable[[redis.Redis, str, str], bool | str]
 
 
 def new_token(nbytes: int = TOKEN_BYTES) -> str:
@@ -192,7 +192,7 @@ def _reference_turn(ns: Namespace, release: Release, label: str) -> Request:
     """Return one uncontended turn: SET NX PX on a lock of its own each time, then release it."""
     serial = itertools.count()
 
-    def turn(client: redis.Redis) -> Any:
+    def turn(client: redis.Redis) -> bool | str:
         key, token = ns.key(f"ref:lock:{label}:{next(serial)}"), new_token()
         acquire(client, key, token, 60_000)
         return release(client, key, token)

@@ -17,7 +17,7 @@ import redis
 
 from races import Namespace
 
-Request = Callable[[redis.Redis], Any]  # one request, given a client
+Request = Callable[[redis.Redis], object]  # one request, given a client
 
 
 @dataclass(frozen=True)

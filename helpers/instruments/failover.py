@@ -54,12 +54,12 @@ def replica_pair(*args: str) -> Iterator[tuple[redis.Redis, redis.Redis]]:
         primary.stop()
 
 
-def stall_replication(replica: redis.Redis) -> Any:
+def stall_replication(replica: redis.Redis) -> object:
     """Return CLIENT PAUSE WRITE's reply: from now on the replica applies nothing its primary sends."""
     return replica.execute_command("CLIENT", "PAUSE", 600_000, "WRITE")
 
 
-def fail_over(replica: redis.Redis) -> Any:
+def fail_over(replica: redis.Redis) -> object:
     """Return UNPAUSE's reply after REPLICAOF NO ONE: the replica is a primary with what it had applied."""
     replica.replicaof("NO", "ONE")
     return replica.execute_command("CLIENT", "UNPAUSE")

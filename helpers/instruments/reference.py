@@ -63,7 +63,7 @@ FIELDS = (
     "provenance",
     "parsers",
 )
-Request = Callable[[redis.Redis], Any]  # one request (or reset), given a client
+Request = Callable[[redis.Redis], object]  # one request (or reset), given a client
 Measured = dict[str, dict[str, dict[str, float]]]  # {figure: {clients: {strategy: x}}}
 
 
