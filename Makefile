@@ -37,10 +37,12 @@ upgrade: $(STAMP) ## Move every pin to its newest release, reinstall, and run th
 	$(MAKE) venv
 	$(MAKE) test
 
-# ruff lints and format-checks the Python and the notebooks' code (config: pyproject.toml).
-check: $(STAMP) ## Lint (ruff check) and format check (ruff format --check) of the code and the notebooks
+# ruff lints and format-checks the Python and the notebooks' code; mypy type-checks helpers/ and
+# races/ (config of both: pyproject.toml).
+check: $(STAMP) ## Lint (ruff check), format check (ruff format --check) and type check (mypy)
 	$(VENV)/bin/ruff check $(CHECK_PATHS)
 	$(VENV)/bin/ruff format --check $(CHECK_PATHS)
+	$(VENV)/bin/mypy
 
 format: $(STAMP) ## Apply ruff's fixes and formatting (races/ keeps its layout); re-execute changed notebooks after
 	$(VENV)/bin/ruff check --fix $(CHECK_PATHS)
@@ -104,7 +106,7 @@ handouts: $(STAMP) ## Student and instructor editions, HTML and PDF (needs chrom
 	$(PY) scripts/handouts.py --out handouts
 
 clean: ## Remove caches (keeps .venv and .redis)
-	rm -rf .pytest_cache .hypothesis handouts **/__pycache__
+	rm -rf .pytest_cache .hypothesis .mypy_cache handouts **/__pycache__
 
 # Runs even before `make lab` has made .venv (then that is the one ✗), so it needs no $(STAMP).
 .PHONY: doctor

@@ -77,6 +77,8 @@ def plain_client(lab: Lab, parser_class: type | None = None) -> redis.Redis:
     """Return a redis-py client of lab's server (not a cluster), no client mode, default parser."""
     if lab.kind == "embedded":
         return embedded.new_client(lab._server, decode_responses=True)
+    if lab.url is None:
+        raise ValueError(f"a {lab.kind} lab without a URL has no server to connect to")
     extra = {} if parser_class is None else {"parser_class": parser_class}
     return redis.Redis.from_url(lab.url, decode_responses=True, **extra)
 
@@ -224,6 +226,7 @@ def measure_all(
     """Return (name -> INCR/s per round, name -> clients, mode -> ns per INCR per block)."""
     blocks = max(1, ops // 100)
     with connect("bench_harness", backend="real") as lab:
+        assert lab.url is not None, "a real lab has a URL"
         port = int(lab.url.rsplit(":", 1)[1].split("/")[0])
         key = lab.key("counter")
         configs = configurations(lab, port, key, ops)

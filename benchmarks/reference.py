@@ -1,7 +1,7 @@
 """Reference figures: each fix's cost relative to the naive version on a real Redis, written to results/.
 
-For every workload of ``helpers.instruments.reference.WORKLOADS`` (rate limiter, lock release,
-dictionary get-or-put: the functions of ``races/`` that the notebooks run), measures requests/s
+For every workload of ``WORKLOADS`` (rate limiter, lock release, dictionary get-or-put: the
+``REFERENCE`` each module of ``races/`` declares beside the functions the notebooks run), measures requests/s
 at 1 and 8 client threads in straight mode, strategies taking turns run by run, with redis-py's
 hiredis parser and with its Python parser (hiredis turned off per connection), and writes
 ``benchmarks/results/<workload>.json``: the cost ratios to the naive version, requests/s, round
@@ -32,11 +32,22 @@ from helpers.backend.lab import PYTHON_PARSER, Lab, connect, hiredis_version
 from helpers.instruments.reference import (
     CLIENTS,
     RESULTS_DIR,
-    WORKLOADS,
     CostFigures,
     Workload,
     measure_costs,
+    runnable,
 )
+from races import dictionary, locks, ratelimit
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w for w in (ratelimit.REFERENCE, locks.REFERENCE, dictionary.REFERENCE)
+}
+
+
+def module_of(workload: Workload) -> str:
+    """Return the module that defines the workload's strategies, e.g. "races.ratelimit"."""
+    (module,) = {fn.__module__ for fn in workload.strategies.values()}
+    return module
 
 
 def provenance(lab: Lab, argv: list[str], load_before: tuple[float, ...]) -> dict[str, Any]:
@@ -71,14 +82,14 @@ def run_workload(
         lab.parser_class = parser_class
         parsers[parser] = measure_costs(lab, workload, CLIENTS, requests, repeats)
     lab.parser_class = None
-    functions = workload.functions(lab)
+    functions = runnable(workload, lab)
     return {
         "name": workload.name,
         "title": workload.title,
         "what": workload.what,
-        "module": workload.module,
+        "module": module_of(workload),
         "baseline": workload.baseline,
-        "strategies": {n: workload.strategies[n] for n in functions},
+        "strategies": {label: fn.__name__ for label, fn in functions.items()},
         "clients": list(CLIENTS),
         "unit": "time per request / the baseline's (best requests/s of the repeats, threads)",
         "requests_per_run": requests,

@@ -33,15 +33,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helpers.backend.lab import Lab
+from helpers.errors import RaceLabError
 
 UNANSWERED, WRONG, CORRECT = "unanswered", "wrong", "correct"
 
 
-class Wrong(Exception):
+class Wrong(RaceLabError):
     """Raised by a check: the answer is wrong, and the message says what is wrong."""
 
 
-class NotAnswered(Exception):
+class NotAnswered(RaceLabError):
     """Raised by a check (or the learner's stub): there is no answer yet."""
 
 

@@ -30,11 +30,15 @@ from contextlib import contextmanager, redirect_stdout
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO, TypeVar
 
 import redis
+from redis.exceptions import RedisClusterException
 
 from helpers.backend.server import RedisServer, ServerNotFound, find_binary, server_description
+from helpers.errors import RaceLabError
+
+T = TypeVar("T")
 
 # Redis appends where a script failed: " script: <sha>, on @user_script:1." and prefixes
 # "user_script:1: "; fakeredis does neither. Both are noise for a learner comparing servers.
@@ -81,7 +85,8 @@ def restarted(server: RedisServer) -> Iterator[RedisServer]:
     """Shut server down with SAVE, yield a new throwaway server started on its saved data; stop it on exit."""
     with server.client() as client:
         client.shutdown(save=True)
-    server.process.wait(timeout=10)
+    if server.process is not None:
+        server.process.wait(timeout=10)
     new = RedisServer(extra_args=[*server.extra_args, "--dir", str(server.workdir)]).start()
     try:
         yield new
@@ -96,37 +101,37 @@ def error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}"
 
 
-def outcome_of(call: Callable[[], Any]) -> Any:
+def outcome_of(call: Callable[[], T]) -> T | redis.RedisError | RedisClusterException:
     """Run call(); return its result, or the redis (or redis-py cluster) error it raised."""
     try:
         return call()
-    except (redis.RedisError, redis.exceptions.RedisClusterException) as exc:
+    except (redis.RedisError, RedisClusterException) as exc:
         return exc
 
 
-def outcome_text(outcome: Any) -> str:
+def outcome_text(outcome: object) -> str:
     """Return error_text for an exception, else repr of the value."""
     return error_text(outcome) if isinstance(outcome, BaseException) else repr(outcome)
 
 
-def short_outcomes(replies: Sequence[Any]) -> list[Any]:
+def short_outcomes(replies: Sequence[object]) -> list[object]:
     """Return replies with each exception replaced by its class name (pipeline results, for printing)."""
     return [type(r).__name__ if isinstance(r, BaseException) else r for r in replies]
 
 
-def set_memory_headroom(client: Any, headroom_bytes: int) -> int:
+def set_memory_headroom(client: redis.Redis, headroom_bytes: int) -> int:
     """CONFIG SET maxmemory to used_memory + headroom_bytes (an owned server only); return the limit."""
     limit = int(client.info("memory")["used_memory"]) + headroom_bytes
     client.config_set("maxmemory", limit)
     return limit
 
 
-def reply_text(call: Callable[[], Any]) -> str:
+def reply_text(call: Callable[[], object]) -> str:
     """Run call(); return repr(result), or error_text of the redis (or redis-py cluster) error it raised."""
     return outcome_text(outcome_of(call))
 
 
-def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Return rows as a plain-text table with left-aligned columns under the headers."""
     cells = [[str(h) for h in headers]] + [[str(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
@@ -159,7 +164,7 @@ class BackgroundCall:
         return self.thread.is_alive()
 
 
-def run_in_background(call: Callable[[], Any]) -> BackgroundCall:
+def run_in_background(call: Callable[[], object]) -> BackgroundCall:
     """Start call() in a daemon thread and return a handle to join it."""
     outcome: dict[str, Any] = {}
 
@@ -178,7 +183,7 @@ def run_in_background(call: Callable[[], Any]) -> BackgroundCall:
     return background
 
 
-def wait_for_busy(client: Any, key: str, timeout: float = 10.0) -> str:
+def wait_for_busy(client: redis.Redis, key: str, timeout: float = 10.0) -> str:
     """Send GET key until the server answers BUSY; return that error's text."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -194,7 +199,7 @@ def wait_for_busy(client: Any, key: str, timeout: float = 10.0) -> str:
     )
 
 
-def wait_for_replica_link(replica: Any, timeout: float = 30.0) -> None:
+def wait_for_replica_link(replica: redis.Redis, timeout: float = 30.0) -> None:
     """Poll INFO replication on a replica until its link to the primary is up (synced)."""
     deadline = time.monotonic() + timeout
     while replica.info("replication").get("master_link_status") != "up":
@@ -203,7 +208,9 @@ def wait_for_replica_link(replica: Any, timeout: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def longest_wait_during(call: Callable[[], Any], probe: Any, key: str) -> tuple[float, float]:
+def longest_wait_during(
+    call: Callable[[], object], probe: redis.Redis, key: str
+) -> tuple[float, float]:
     """Run call() in a thread while probe sends GET key in a loop; return (call seconds, longest GET wait seconds)."""
     background = run_in_background(call)
     longest = 0.0
@@ -227,7 +234,7 @@ RECORDINGS = Path(__file__).resolve().parents[1] / "notebooks" / "recordings"
 RECORD_VARIABLE = "RACELAB_RECORD"
 
 
-class RecordingMissing(FileNotFoundError):
+class RecordingMissing(RaceLabError, FileNotFoundError):
     """No redis-server can start and no recording of the demo exists either."""
 
 
@@ -257,7 +264,7 @@ class Recording:
 class _Tee(io.TextIOBase):
     """A stdout that writes to the real stdout and keeps a copy."""
 
-    def __init__(self, target: Any) -> None:
+    def __init__(self, target: TextIO) -> None:
         self.target, self.copy = target, io.StringIO()
 
     def write(self, text: str) -> int:
@@ -275,7 +282,7 @@ def recording_path(name: str) -> Path:
     return RECORDINGS / f"{name}.json"
 
 
-def _json_round_trip(name: str, data: Any) -> dict[str, Any]:
+def _json_round_trip(name: str, data: object) -> dict[str, Any]:
     """Return data as JSON would give it back (tuples become lists), so live and recorded data are equal."""
     if not isinstance(data, dict):
         raise TypeError(

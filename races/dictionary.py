@@ -27,15 +27,17 @@ that the dictionary contradicts); an empty list means all is well. ``dense=False
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple
 
 import redis
+from redis.typing import EncodableT
 
-from helpers.backend.namespace import Namespace
 from luaload import lua, lua_source
-from races import GaveUp
+from races import GaveUp, Namespace
+from races.workload import Request, Workload
 
 Text = str | bytes
 GET_OR_PUT = lua("dict_get_or_put")
@@ -47,7 +49,7 @@ class DictKeys(NamedTuple):
     """The keys of one dictionary, in the scripts' KEYS order; one hash tag, so one cluster slot."""
 
     ids: str    # id -> string: what readers use
-    index: str  # string -> id: one HGET answers "is it registered?"
+    index: str  # type: ignore[assignment]  # string -> id: one HGET answers "is it registered?"
     meta: str   # field last_id: the id counter
 
     def all(self) -> list[str]:
@@ -149,7 +151,9 @@ def hincrby_hsetnx_get_or_put(client: redis.Redis, text: Text, keys: DictKeys) -
         client.hset(keys.ids, new_id, text)
         return new_id
     # Another caller registered text since our HGET: take its id; new_id stays unused (a gap).
-    return int(client.hget(keys.index, text))
+    winner = client.hget(keys.index, text)
+    assert winner is not None, "HSETNX found text in the index"
+    return int(winner)
 
 
 # --- the checker -------------------------------------------------------------------------
@@ -173,8 +177,8 @@ def check_dictionary(client: redis.Redis, keys: DictKeys, answers: Iterable[tupl
     ids = _raw(client, keys.ids)
     problems = []
     owners: dict[bytes, list[int]] = defaultdict(list)
-    for field, text in ids.items():
-        owners[text].append(int(field) if field.isdigit() else -1)
+    for field, value in ids.items():
+        owners[value].append(int(field) if field.isdigit() else -1)
     problems += [f"{_shown(text)} has {len(got)} ids: {sorted(got)}"
                  for text, got in sorted(owners.items()) if len(got) > 1]
     if dense and sorted(ids) != sorted(str(i).encode() for i in range(1, len(ids) + 1)):
@@ -193,3 +197,55 @@ def check_dictionary(client: redis.Redis, keys: DictKeys, answers: Iterable[tupl
         if not isinstance(given, int) or ids.get(str(given).encode()) != wanted:
             problems.append(f"a caller got {given!r} for {_shown(text)}")
     return problems
+
+
+# --- the reference workload: what each strategy costs (benchmarks, relative_cost) -------------
+
+DICTIONARY_SIZE = 100  # strings in each dictionary when a run starts
+
+
+def _reference_keys(ns: Namespace, label: str) -> DictKeys:
+    """Return the keys of label's own dictionary, e.g. dictionary "ref-hgetallhsetnx"."""
+    return dict_keys(ns, "ref-" + "".join(c for c in label.lower() if c.isalnum()))
+
+
+def _reference_request(ns: Namespace, fn: Callable[..., int], label: str) -> Request:
+    """Return one request: register a string the dictionary has not seen (it grows in a run)."""
+    keys, serial = _reference_keys(ns, label), itertools.count()
+    return lambda client: fn(client, f"new-{next(serial)}", keys)
+
+
+def _reference_reset(ns: Namespace, labels: Sequence[str]) -> Request:
+    """Return a reset: every label's dictionary back to the same DICTIONARY_SIZE strings."""
+    def reset(client: redis.Redis) -> None:
+        for label in labels:
+            keys = _reference_keys(ns, label)
+            client.delete(*keys)
+            ids: dict[EncodableT, EncodableT] = {
+                i: f"word-{i}" for i in range(1, DICTIONARY_SIZE + 1)
+            }
+            client.hset(keys.ids, mapping=ids)
+            client.hset(keys.index, mapping={w: i for i, w in ids.items()})
+            client.hset(keys.meta, "last_id", DICTIONARY_SIZE)
+
+    return reset
+
+
+REFERENCE = Workload(
+    name="dictionary_cost",
+    title="Dictionary get-or-put",
+    what=f"registering a new string in a dictionary of {DICTIONARY_SIZE} (grows during a run)",
+    baseline="naive",
+    strategies={
+        "naive": naive_get_or_put,
+        "HGETALL + HSETNX": hgetall_hsetnx_get_or_put,
+        "HINCRBY + HSETNX": hincrby_hsetnx_get_or_put,
+        "Lua": lua_get_or_put,
+        "Function": function_get_or_put,
+        "WATCH": watch_get_or_put,
+    },
+    request=_reference_request,
+    reset=_reference_reset,
+    needs={"Function": "functions"},
+    libraries=(LIBRARY,),
+)

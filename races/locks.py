@@ -29,6 +29,7 @@ a function is given, never to its body.
 
 from __future__ import annotations
 
+import itertools
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -38,11 +39,12 @@ import redis
 import xxhash
 
 from luaload import lua
-from races import GaveUp
+from races import GaveUp, Namespace
+from races.workload import Request, Workload
 
 TOKEN_BYTES = 20
 RELEASED, EXPIRED, STOLEN = "released", "expired", "stolen"
-Release = Callable[[redis.Redis, str, str], Any]
+Release = Callable[[redis.Redis, str, str], bool | str]
 
 
 def new_token(nbytes: int = TOKEN_BYTES) -> str:
@@ -140,7 +142,8 @@ def acquire_fenced(client: redis.Redis, key: str, fence_key: str, token: str,
     did not get.
     """
     with client.pipeline(transaction=True) as pipe:
-        pipe.set(key, token, nx=True, px=ttl_ms).incr(fence_key)
+        pipe.set(key, token, nx=True, px=ttl_ms)
+        pipe.incr(fence_key)
         taken, fence = pipe.execute(raise_on_error=False)
     if isinstance(fence, Exception):
         if taken:
@@ -181,3 +184,36 @@ def lock_turn(client: redis.Redis, release: Release, key: str, ttl_ms: int, work
     time.sleep(next(work))
     letting_go = time.monotonic_ns()
     return asked, got, letting_go, release(client, key, token)
+
+
+# --- the reference workload: what each release costs (benchmarks, relative_cost) --------------
+
+def _reference_turn(ns: Namespace, release: Release, label: str) -> Request:
+    """Return one uncontended turn: SET NX PX on a lock of its own each time, then release it."""
+    serial = itertools.count()
+
+    def turn(client: redis.Redis) -> bool | str:
+        key, token = ns.key(f"ref:lock:{label}:{next(serial)}"), new_token()
+        acquire(client, key, token, 60_000)
+        return release(client, key, token)
+
+    return turn
+
+
+REFERENCE = Workload(
+    name="lock_release_cost",
+    title="Lock release",
+    what="one uncontended turn: SET NX PX on a lock of its own, then the release",
+    baseline="DEL (blind)",
+    strategies={
+        "DEL (blind)": release_blind,
+        "GET + DEL": release_check_then_del,
+        "Lua": release_lua,
+        "Lua, checked": release_lua_checked,
+        "WATCH": release_watch,
+        "DELEX IFEQ": release_delex,
+        "DELEX IFDEQ": release_digest,
+    },
+    request=_reference_turn,
+    needs={"DELEX IFEQ": "delex", "DELEX IFDEQ": "delex"},
+)

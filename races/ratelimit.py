@@ -31,17 +31,21 @@ from __future__ import annotations
 import random
 import re
 import time
+from collections.abc import Callable, Sequence
+from functools import partial
 
 import redis
 
 from luaload import lua
-from races import GaveUp
+from racelab_errors import RaceLabError
+from races import GaveUp, Namespace
+from races.workload import Request, Workload
 
 ADMITTED, REJECTED, REFUSED = 1, 0, 2  # the Lua limiter's statuses
 _COUNT = re.compile(r"0|[1-9][0-9]{0,18}")  # what INCR leaves in a counter that never went below 0
 
 
-class LimiterStateError(RuntimeError):
+class LimiterStateError(RaceLabError, RuntimeError):
     """A limiter refused to run: the stored counter (or the Lua limiter's input) is invalid."""
 
     def __init__(self, reason: str) -> None:
@@ -171,3 +175,35 @@ def ifeq_allow(client: redis.Redis, key: str, limit: int, window: int,
         if written:
             return True
     raise GaveUp(max_attempts)
+
+
+# --- the reference workload: what each fix costs (benchmarks, relative_cost) ------------------
+
+def _reference_request(ns: Namespace, fn: Callable[..., bool], label: str) -> Request:
+    """Return one request: fn on a counter of label's own, with a limit never reached."""
+    return partial(fn, key=ns.key(f"ref:rl:{label}"), limit=10**9, window=60)
+
+
+def _reference_reset(ns: Namespace, labels: Sequence[str]) -> Request:
+    """Return a reset: delete every label's counter (one DEL each: no cross-slot call)."""
+    keys = [ns.key(f"ref:rl:{label}") for label in labels]
+    return lambda client: [client.delete(key) for key in keys]
+
+
+REFERENCE = Workload(
+    name="ratelimit_cost",
+    title="Rate limiter",
+    what="one admitted request (limit never reached)",
+    baseline="naive",
+    strategies={
+        "naive": naive_allow,
+        "lua": lua_allow,
+        "watch": watch_allow,
+        "incr-first": incr_first_allow,
+        "multi": multi_allow,
+        "ifeq": ifeq_allow,
+    },
+    request=_reference_request,
+    reset=_reference_reset,
+    needs={"ifeq": "set_ifeq"},
+)

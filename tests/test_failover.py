@@ -34,7 +34,7 @@ pytestmark = [
 
 
 def test_the_fence_repeats_after_a_failover_that_lost_a_grant(capsys) -> None:
-    data = fence_after_failover()
+    data = fence_after_failover(acquire_fenced)
     assert data["fences"] == {"X": 1, "A": 2, "B": 2}
     # WAIT: the replica had X's grant, not A's; WAITAOF: A's grant is on the primary's disk only.
     # The promoted replica has no lock, so B gets it, with A's fence; the old primary says A's.

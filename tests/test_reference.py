@@ -8,17 +8,19 @@ import json
 import matplotlib
 import pytest
 
+from benchmarks.reference import WORKLOADS, module_of
 from helpers import Lab
 from helpers.instruments.reference import (
     CLIENTS,
     FIELDS,
     PROVENANCE_FIELDS,
     RESULTS_DIR,
-    WORKLOADS,
     measure_costs,
     reference,
     relative_cost,
+    runnable,
 )
+from races import ratelimit
 
 matplotlib.use("Agg")
 FILES = sorted(RESULTS_DIR.glob("*.json"))
@@ -54,15 +56,27 @@ def test_a_reference_file_names_only_strategies_that_exist(path) -> None:  # typ
     missing = [f for f in data["strategies"].values() if not callable(getattr(module, f, None))]
     assert missing == [], f"{path.name} names strategies {data['module']} no longer has"
     workload = WORKLOADS[data["name"]]
-    assert set(data["strategies"].items()) <= set(workload.strategies.items())
-    assert data["baseline"] == workload.baseline
+    declared = {label: fn.__name__ for label, fn in workload.strategies.items()}
+    assert set(data["strategies"].items()) <= set(declared.items())
+    assert data["baseline"] == workload.baseline and data["module"] == module_of(workload)
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_a_workload_is_declared_beside_its_strategies(name: str) -> None:
+    workload = WORKLOADS[name]
+    module = importlib.import_module(module_of(workload))
+    assert module.REFERENCE is workload
+    assert workload.baseline in workload.strategies and set(workload.needs) <= set(
+        workload.strategies
+    )
+    assert all(getattr(module, fn.__name__) is fn for fn in workload.strategies.values())
 
 
 def test_embedded_plots_the_reference_with_its_provenance() -> None:
     from helpers import connect
 
     with connect("test_reference", backend="embedded") as lab:
-        costs = relative_cost(lab, "ratelimit_cost")
+        costs = relative_cost(lab, ratelimit.REFERENCE)
     assert costs.source == "reference" and costs.provenance.startswith("reference: Redis 8.")
     assert costs.ratio("naive", 1) == 1 and costs.ratio("naive", 8) == 1
     ax = costs.plot()
@@ -77,13 +91,21 @@ def test_a_workload_measures_live(lab: Lab, name: str) -> None:
     measured = measure_costs(lab, WORKLOADS[name], clients=(1, 2), requests=8, repeats=1)
     baseline = WORKLOADS[name].baseline
     assert measured["ratios"]["1"][baseline] == 1 and measured["ratios"]["2"][baseline] == 1
-    assert set(measured["ratios"]["2"]) == set(WORKLOADS[name].functions(lab))
+    assert set(measured["ratios"]["2"]) == set(runnable(WORKLOADS[name], lab))
+
+
+def test_a_name_is_refused_with_what_to_pass_instead() -> None:
+    from helpers import connect
+
+    with connect("test_reference", backend="embedded") as lab:
+        with pytest.raises(TypeError, match=r"ratelimit\.REFERENCE, not 'ratelimit_cost'"):
+            relative_cost(lab, "ratelimit_cost")  # type: ignore[arg-type]
 
 
 def test_a_real_server_measures_live(lab: Lab) -> None:
     if lab.kind == "embedded":
         pytest.skip("live figures are for a real server")
-    costs = relative_cost(lab, "ratelimit_cost", requests=16, repeats=1)
+    costs = relative_cost(lab, ratelimit.REFERENCE, requests=16, repeats=1)
     assert costs.source == "live" and costs.provenance.startswith("live: Redis")
 
 

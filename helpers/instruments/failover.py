@@ -11,22 +11,24 @@ what it had applied; what it had not is dropped with the old link.
 
 This is certain by construction, not by timing: a write the primary acknowledges after the stall
 never reaches the data of the replica that is promoted. ``fence_after_failover`` is notebook 07's
-demo: a fencing token made with ``INCR`` in the same Redis is handed out twice.
+demo: a fencing token made with ``INCR`` in the same Redis is handed out twice. The notebook
+passes it the subject, ``races.locks.acquire_fenced``: instruments never import ``races``.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import redis
 
 from helpers.backend.server import RedisServer
-from races.locks import acquire_fenced
 
 SYNC_TIMEOUT_S = 20.0
+# (client, lock, fence key, token, lease ms) -> the fencing token, or None: somebody holds it
+AcquireFenced = Callable[[redis.Redis, str, str, str, int], int | None]
 
 
 @contextmanager
@@ -52,23 +54,23 @@ def replica_pair(*args: str) -> Iterator[tuple[redis.Redis, redis.Redis]]:
         primary.stop()
 
 
-def stall_replication(replica: redis.Redis) -> Any:
+def stall_replication(replica: redis.Redis) -> object:
     """Return CLIENT PAUSE WRITE's reply: from now on the replica applies nothing its primary sends."""
     return replica.execute_command("CLIENT", "PAUSE", 600_000, "WRITE")
 
 
-def fail_over(replica: redis.Redis) -> Any:
+def fail_over(replica: redis.Redis) -> object:
     """Return UNPAUSE's reply after REPLICAOF NO ONE: the replica is a primary with what it had applied."""
     replica.replicaof("NO", "ONE")
     return replica.execute_command("CLIENT", "UNPAUSE")
 
 
 def fence_after_failover(
-    lock: str = "lock", fence: str = "fence", lease_ms: int = 60_000
+    acquire_fenced: AcquireFenced, lock: str = "lock", fence: str = "fence", lease_ms: int = 60_000
 ) -> dict[str, Any]:
     """Grant a fenced lock before and after a failover that lost one grant; return the replies."""
     with replica_pair("--appendonly", "yes", "--appendfsync", "always") as (primary, replica):
-        steps = [
+        steps: list[tuple[str, str, object]] = [  # (where, what, reply)
             ("primary", "X takes the lock", acquire_fenced(primary, lock, fence, "tok-X", lease_ms))
         ]
         primary.delete(lock)  # X is done: it lets go

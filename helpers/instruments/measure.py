@@ -20,9 +20,15 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeVar
 
-from helpers.instruments.load import run_clients
+import redis
+
+from helpers.backend.lab import Lab
+from helpers.instruments.load import RunResult, run_clients
+
+T = TypeVar("T")
+Strategy = Callable[[redis.Redis], Any]  # one request, given a client
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ def _check_counts(warmup: int, repeats: int) -> None:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
 
 
-def measure(fn: Callable[[], Any], warmup: int = 3, repeats: int = 15, number: int = 1) -> Stats:
+def measure(fn: Callable[[], object], warmup: int = 3, repeats: int = 15, number: int = 1) -> Stats:
     """Return Stats of seconds per fn() call: warmup untimed repeats, then repeats x number calls."""
     _check_counts(warmup, repeats)
     if number < 1:
@@ -112,8 +118,8 @@ def measure(fn: Callable[[], Any], warmup: int = 3, repeats: int = 15, number: i
 
 
 def sweep(
-    values: Iterable[Any],
-    run: Callable[[Any], float],
+    values: Iterable[T],
+    run: Callable[[T], float],
     name: str = "clients",
     warmup: int = 1,
     repeats: int = 5,
@@ -162,15 +168,15 @@ def loglog_slope(sizes: Sequence[float], seconds: Sequence[float]) -> float:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
 
 
-def _commandstats(client: Any, command: str) -> tuple[int, int]:
+def _commandstats(client: redis.Redis, command: str) -> tuple[int, int]:
     """Return (calls, usec) that INFO commandstats reports for command (lower case, e.g. "hgetall")."""
     stats = client.info("commandstats").get(f"cmdstat_{command}", {})
     return int(stats.get("calls", 0)), int(stats.get("usec", 0))
 
 
 def server_usec_per_call(
-    client: Any, command: str, run: Callable[[], Any]
-) -> tuple[Any, float | None]:
+    client: redis.Redis, command: str, run: Callable[[], T]
+) -> tuple[T, float | None]:
     """Return (run(), microseconds Redis spent per call of command while run() ran, or None if none ran).
 
     Reads INFO commandstats before and after, so it needs one real server (a cluster keeps these per
@@ -185,15 +191,15 @@ def server_usec_per_call(
 
 
 def compare_strategies(
-    lab: Any,
-    strategies: Mapping[str, Callable[[Any], Any]],
+    lab: Lab,
+    strategies: Mapping[str, Strategy],
     client_counts: Sequence[int],
     requests: int,
     repeats: int,
-    reset: Callable[[Any], Any] | None = None,
+    reset: Strategy | None = None,
     warmup: int = 1,
     **run_kwargs: Any,
-) -> dict[str, dict[int, list[Any]]]:
+) -> dict[str, dict[int, list[RunResult]]]:
     """Return {name: {clients: [RunResult of each timed run]}}, the strategies taking turns run by run.
 
     For each client count, every repetition runs every strategy once with run_clients (after
@@ -205,7 +211,7 @@ def compare_strategies(
         raise ValueError(
             f"need requests >= 1 and client counts >= 1, got {requests} and {list(client_counts)}"
         )
-    results: dict[str, dict[int, list[Any]]] = {
+    results: dict[str, dict[int, list[RunResult]]] = {
         name: {n: [] for n in client_counts} for name in strategies
     }
     observer = lab.client()

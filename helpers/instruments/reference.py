@@ -6,31 +6,36 @@ there costs more than two plain commands. So the plot that carries the lesson us
 measured on a real Redis >= 8.4 by ``make bench`` (``benchmarks/results/<name>.json``, with
 their provenance) when the backend is embedded, and measures live on a real server or cluster:
 
-    costs = relative_cost(lab, "ratelimit_cost")
+    costs = relative_cost(lab, ratelimit.REFERENCE)
     costs.plot(); print(costs.table()); costs.ratio("lua", 8)
 
-A ``Workload`` says how a benchmark runs each strategy of ``races/`` under load (the very
-function objects the notebooks show); ``measure_costs`` runs it through ``run_clients`` (threads,
-straight mode) with the strategies taking turns run by run, and reports each strategy's time
-per request divided by the baseline's (above 1: dearer than the naive version).
+A ``Workload`` says how a benchmark runs each strategy under load; each race module of
+``races/`` declares its own (``REFERENCE``, a ``races.workload.Workload``) beside the very
+function objects the notebooks show, and this module never imports ``races``. ``measure_costs``
+runs it through ``run_clients`` (threads, straight mode) with the strategies taking turns run by
+run, and reports each strategy's time per request divided by the baseline's (above 1: dearer
+than the naive version).
 """
 
 from __future__ import annotations
 
-import importlib
-import itertools
 import json
 import statistics
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from functools import partial
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
+
+import redis
 
 from helpers.backend.lab import Lab
+from helpers.backend.namespace import Namespace
 from helpers.backend.scripts import delete_library, library_name
 from helpers.instruments.measure import compare_strategies
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 CLIENTS = (1, 8)
@@ -58,149 +63,66 @@ FIELDS = (
     "provenance",
     "parsers",
 )
-Strategy = Callable[[Any], Any]
+Request = Callable[[redis.Redis], object]  # one request (or reset), given a client
+Measured = dict[str, dict[str, dict[str, float]]]  # {figure: {clients: {strategy: x}}}
 
 
-@dataclass(frozen=True)
-class Workload:
-    """How one benchmark runs each strategy of a races/ module: one request per call of fn(client)."""
+class Workload(Protocol):
+    """What this module reads of a reference workload (races.workload.Workload is one)."""
 
-    name: str
-    title: str
-    what: str
-    module: str
-    baseline: str
-    strategies: dict[str, str]  # shown name -> function name in module
-    requests: Callable[[Lab, Callable[..., Any], str], Strategy]  # (lab, fn, shown) -> request
-    reset: Callable[[Lab, Mapping[str, Callable[..., Any]]], Strategy] | None = None
-    needs: dict[str, str] = field(default_factory=dict)  # shown name -> capability it needs
-    libraries: tuple[str, ...] = ()  # lua/ function libraries a strategy may load (FUNCTION LOAD)
+    @property
+    def name(self) -> str:
+        """Return the reference file's stem: benchmarks/results/<name>.json."""
+        ...
 
-    def functions(self, lab: Lab | None = None) -> dict[str, Callable[..., Any]]:
-        """Return {shown name: function} of the strategies that exist (and lab's server can run)."""
-        module = importlib.import_module(self.module)
-        found = {n: getattr(module, f) for n, f in self.strategies.items() if hasattr(module, f)}
-        if lab is not None:
-            found = {
-                n: f
-                for n, f in found.items()
-                if n not in self.needs or getattr(lab.caps, self.needs[n])
-            }
-        return found
+    @property
+    def title(self) -> str:
+        """Return the plot's title."""
+        ...
 
+    @property
+    def what(self) -> str:
+        """Return what one request does."""
+        ...
 
-# --- the three workloads ---------------------------------------------------------------------
+    @property
+    def baseline(self) -> str:
+        """Return the label every cost is divided by."""
+        ...
 
+    @property
+    def strategies(self) -> Mapping[str, Callable[..., Any]]:
+        """Return {label: strategy}, in the plot's order."""
+        ...
 
-def _limiter(lab: Lab, fn: Callable[..., Any], shown: str) -> Strategy:
-    return partial(fn, key=lab.key(f"ref:rl:{shown}"), limit=10**9, window=60)
+    @property
+    def request(self) -> Callable[[Namespace, Callable[..., Any], str], Request]:
+        """Return the factory (ns, strategy, label) -> one request."""
+        ...
 
+    @property
+    def reset(self) -> Callable[[Namespace, Sequence[str]], Request] | None:
+        """Return the factory (ns, labels) -> a reset run before each timed run, or None."""
+        ...
 
-def _limiter_reset(lab: Lab, fns: Mapping[str, Callable[..., Any]]) -> Strategy:
-    keys = [lab.key(f"ref:rl:{shown}") for shown in fns]
-    return lambda client: [client.delete(k) for k in keys]
+    @property
+    def needs(self) -> Mapping[str, str]:
+        """Return {label: capability (an attribute of lab.caps) its strategy needs}."""
+        ...
 
-
-def _lock_turn(lab: Lab, fn: Callable[..., Any], shown: str) -> Strategy:
-    from races import locks  # noqa: PLC0415 - the subject, imported where it is used
-
-    serial = itertools.count()
-
-    def turn(client: Any) -> Any:  # a lock of its own each time: no contention, every client
-        key, token = lab.key(f"ref:lock:{shown}:{next(serial)}"), locks.new_token()
-        locks.acquire(client, key, token, 60_000)
-        return fn(client, key, token)
-
-    return turn
+    @property
+    def libraries(self) -> tuple[str, ...]:
+        """Return the lua/ function libraries a strategy may load (FUNCTION LOAD)."""
+        ...
 
 
-DICTIONARY_SIZE = 100
-
-
-def _dict_keys(lab: Lab, shown: str) -> Any:
-    from races.dictionary import dict_keys  # noqa: PLC0415
-
-    return dict_keys(lab.ns, "ref-" + "".join(c for c in shown.lower() if c.isalnum()))
-
-
-def _registration(lab: Lab, fn: Callable[..., Any], shown: str) -> Strategy:
-    keys, serial = _dict_keys(lab, shown), itertools.count()
-    return lambda client: fn(client, f"new-{next(serial)}", keys)
-
-
-def _dictionary_reset(lab: Lab, fns: Mapping[str, Callable[..., Any]]) -> Strategy:
-    def reset(client: Any) -> None:  # every dictionary back to the same DICTIONARY_SIZE strings
-        for shown in fns:
-            keys = _dict_keys(lab, shown)
-            client.delete(*keys)
-            ids = {i: f"word-{i}" for i in range(1, DICTIONARY_SIZE + 1)}
-            client.hset(keys.ids, mapping=ids)
-            client.hset(keys.index, mapping={w: i for i, w in ids.items()})
-            client.hset(keys.meta, "last_id", DICTIONARY_SIZE)
-
-    return reset
-
-
-WORKLOADS: dict[str, Workload] = {
-    w.name: w
-    for w in (
-        Workload(
-            "ratelimit_cost",
-            "Rate limiter",
-            "one admitted request (limit never reached)",
-            "races.ratelimit",
-            "naive",
-            {
-                "naive": "naive_allow",
-                "lua": "lua_allow",
-                "watch": "watch_allow",
-                "incr-first": "incr_first_allow",
-                "multi": "multi_allow",
-                "ifeq": "ifeq_allow",
-            },
-            _limiter,
-            _limiter_reset,
-            needs={"ifeq": "set_ifeq"},
-        ),
-        Workload(
-            "lock_release_cost",
-            "Lock release",
-            "one uncontended turn: SET NX PX on a lock of its own, then the release",
-            "races.locks",
-            "DEL (blind)",
-            {
-                "DEL (blind)": "release_blind",
-                "GET + DEL": "release_check_then_del",
-                "Lua": "release_lua",
-                "Lua, checked": "release_lua_checked",
-                "WATCH": "release_watch",
-                "DELEX IFEQ": "release_delex",
-                "DELEX IFDEQ": "release_digest",
-            },
-            _lock_turn,
-            needs={"DELEX IFEQ": "delex", "DELEX IFDEQ": "delex"},
-        ),
-        Workload(
-            "dictionary_cost",
-            "Dictionary get-or-put",
-            f"registering a new string in a dictionary of {DICTIONARY_SIZE} (grows during a run)",
-            "races.dictionary",
-            "naive",
-            {
-                "naive": "naive_get_or_put",
-                "HGETALL + HSETNX": "hgetall_hsetnx_get_or_put",
-                "HINCRBY + HSETNX": "hincrby_hsetnx_get_or_put",
-                "Lua": "lua_get_or_put",
-                "Function": "function_get_or_put",
-                "WATCH": "watch_get_or_put",
-            },
-            _registration,
-            _dictionary_reset,
-            needs={"Function": "functions"},
-            libraries=("dict_library",),
-        ),
-    )
-}
+def runnable(workload: Workload, lab: Lab) -> dict[str, Callable[..., Any]]:
+    """Return {label: strategy} of the workload's strategies that lab's server can run."""
+    return {
+        label: fn
+        for label, fn in workload.strategies.items()
+        if label not in workload.needs or getattr(lab.caps, workload.needs[label])
+    }
 
 
 # --- measuring and loading ---------------------------------------------------------------
@@ -212,19 +134,19 @@ def measure_costs(
     clients: Sequence[int] = CLIENTS,
     requests: int = 400,
     repeats: int = 3,
-) -> dict[str, Any]:
+) -> Measured:
     """Return {"ratios", "requests_per_s", "best_requests_per_s", "round_trips", "retries"}.
 
     Each is {clients: {strategy: x}}. A ratio is the baseline's best requests/s over the
     strategy's: a busy machine only slows a run down, so the fastest of the repeats is the figure
     other load disturbed least (the median is kept beside it).
     """
-    fns = workload.functions(lab)
-    requests_of = {n: workload.requests(lab, f, n) for n, f in fns.items()}
-    reset = workload.reset(lab, fns) if workload.reset else None
+    fns = runnable(workload, lab)
+    requests_of = {n: workload.request(lab.ns, f, n) for n, f in fns.items()}
+    reset = workload.reset(lab.ns, list(fns)) if workload.reset else None
     with _leaving_libraries_as_found(lab, workload.libraries):
         runs = compare_strategies(lab, requests_of, clients, requests, repeats, reset=reset)
-    out: dict[str, Any] = {
+    out: Measured = {
         "ratios": {},
         "requests_per_s": {},
         "best_requests_per_s": {},
@@ -247,7 +169,7 @@ def measure_costs(
     return out
 
 
-def _loaded(client: Any, library: str) -> bool:
+def _loaded(client: redis.Redis, library: str) -> bool:
     """Return True if FUNCTION LIST shows library (on any node of a cluster)."""
     reply = client.function_list(library=library)
     return any(reply.values()) if isinstance(reply, dict) else bool(reply)
@@ -305,7 +227,7 @@ class CostFigures:
     def __repr__(self) -> str:
         return self.table()
 
-    def plot(self, ax: Any = None) -> Any:
+    def plot(self, ax: Axes | None = None) -> Axes:
         """Draw grouped bars of each strategy's relative cost at each client count; return the Axes."""
         import matplotlib.pyplot as plt  # noqa: PLC0415 - only when plotting
 
@@ -363,21 +285,24 @@ def reference(name: str, parser: str | None = None) -> CostFigures:
 
 
 def relative_cost(
-    lab: Lab, name: str, source: str | None = None, requests: int = 200, repeats: int = 2
+    lab: Lab, workload: Workload, source: str | None = None, requests: int = 200, repeats: int = 2
 ) -> CostFigures:
-    """Return the cost figures of benchmark name: the reference on embedded, else measured live.
+    """Return the cost figures of a workload: its reference on embedded, else measured live.
 
     Live, each strategy runs ``repeats`` timed runs of ``requests`` requests (after a warm-up run)
     at 1 and 8 clients: a few seconds on a quiet machine, well within a notebook cell's limit on a
     busy one. ``make bench`` measures the same workloads longer.
     """
+    if isinstance(workload, str):  # the name it took before issue 22
+        raise TypeError(
+            f"relative_cost takes a race's workload, e.g. ratelimit.REFERENCE, not {workload!r}"
+        )
     source = source or ("reference" if lab.kind == "embedded" else "live")
     if source == "reference":
-        return reference(name, "hiredis" if "hiredis" in lab.parser else None)
-    workload = WORKLOADS[name]
+        return reference(workload.name, "hiredis" if "hiredis" in lab.parser else None)
     measured = measure_costs(lab, workload, CLIENTS, requests, repeats)
     return CostFigures(
-        name=name,
+        name=workload.name,
         title=workload.title,
         baseline=workload.baseline,
         ratios=measured["ratios"],

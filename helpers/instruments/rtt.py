@@ -32,12 +32,17 @@ import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import redis
 
 from helpers.backend.lab import Lab
 from helpers.backend.modes import mode_of
 
-Strategy = Callable[[Any], Any]
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
+Strategy = Callable[[redis.Redis], Any]
 DEFAULT_RTTS_MS = (0.0, 0.1, 1.0)
 RTT_LABELS = {0.0: "loopback", 0.1: "same data centre", 1.0: "cross-zone"}
 
@@ -134,7 +139,7 @@ class RttSweep:
     def __repr__(self) -> str:
         return self.table()
 
-    def plot(self, ax: Any = None) -> Any:
+    def plot(self, ax: Axes | None = None) -> Axes:
         """Draw ms per operation against RTT, one line per strategy; return the matplotlib Axes."""
         import matplotlib.pyplot as plt  # noqa: PLC0415 - only when plotting
 
@@ -197,7 +202,7 @@ def rtt_sweep(
     return sweep
 
 
-def _time_one(sweep: RttSweep, name: str, fn: Strategy, rtt: float, client: Any) -> None:
+def _time_one(sweep: RttSweep, name: str, fn: Strategy, rtt: float, client: redis.Redis) -> None:
     mode = mode_of(client)
     trips, waited = mode.stats.round_trips, mode.delayed_ns
     cpu_started, started = time.thread_time_ns(), time.perf_counter_ns()

@@ -20,9 +20,13 @@ Commands a connection sends while it is set up (HELLO, CLIENT SETINFO, SELECT) a
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
+
+import fakeredis
+import redis
 
 from helpers.backend import embedded
 from helpers.backend.fake84 import Redis84Connection, Redis84Socket
@@ -30,9 +34,13 @@ from helpers.backend.lab import Lab
 from helpers.backend.modes import Mode, client_stats, connection_class_for
 from helpers.backend.server import RedisServer, ServerNotFound
 
-Strategy = Callable[[Any], Any]
+Strategy = Callable[[redis.Redis], Any]
 # Connection set-up, and our own INFO: never a strategy's work.
 NOT_WORK = frozenset({"hello", "client|setinfo", "select", "auth", "info"})
+# {private embedded server: {command: times run}}, added to by CountingSocket while it counts.
+_TALLIES: weakref.WeakKeyDictionary[fakeredis.FakeServer, dict[str, int]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 @dataclass(frozen=True)
@@ -105,7 +113,7 @@ class CountingSocket(Redis84Socket):
     """The embedded server's socket, counting every command it runs on its server's tally."""
 
     def _run_command(self, func: Any, sig: Any, args: list[Any], from_script: bool) -> Any:
-        tally = getattr(self._server, "racelab_tally", None)
+        tally = _TALLIES.get(self._server)
         if tally is not None:
             name = _command_key(sig.name)
             tally[name] = tally.get(name, 0) + 1
@@ -116,7 +124,7 @@ class CountingConnection(Redis84Connection):
     """A fakeredis connection that talks through ``CountingSocket``."""
 
     def _connect(self) -> CountingSocket:
-        if not self._server.connected:
+        if self._server is None or not self._server.connected:
             raise self._connection_error_class("the fake server is not connected")
         return CountingSocket(
             self._server,
@@ -134,9 +142,9 @@ class _PrivateServer:
 
     def __init__(self) -> None:
         self.server = embedded.new_server()
-        self.server.racelab_tally = {}
+        _TALLIES[self.server] = {}
 
-    def client(self) -> Any:
+    def client(self) -> redis.Redis:
         return embedded.new_client(
             self.server,
             decode_responses=True,
@@ -144,10 +152,10 @@ class _PrivateServer:
         )
 
     def executed(self) -> dict[str, int]:
-        return dict(self.server.racelab_tally)
+        return dict(_TALLIES.get(self.server, {}))
 
     def close(self) -> None:
-        self.server.racelab_tally = None
+        _TALLIES.pop(self.server, None)
 
 
 class _ScratchRedis(_PrivateServer):
@@ -168,7 +176,7 @@ class _ScratchRedis(_PrivateServer):
         self.admin.script_flush()
         self.admin.function_flush()
 
-    def client(self) -> Any:
+    def client(self) -> redis.Redis:
         return self.lab.client()
 
     def executed(self) -> dict[str, int]:

@@ -30,8 +30,9 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
-from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
+
+import redis
 
 from helpers.backend.namespace import SUITE_PREFIX
 
@@ -77,7 +78,7 @@ _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
 
 def rules(db: int = 0) -> list[str]:
     """Return the user's ACL rules (without the password), allowing SELECT of db and no other."""
-    out = []
+    out: list[str] = []
     for group, _why in _GROUPS:
         out += group
         if "-select" in group:
@@ -118,7 +119,7 @@ def new_password() -> str:
     return secrets.token_hex(16)
 
 
-def apply(clients: Iterable[Any], password: str, user: str = USER, db: int = 0) -> int:
+def apply(clients: Iterable[redis.Redis], password: str, user: str = USER, db: int = 0) -> int:
     """Create (or reset) the user on each client's server, e.g. every node of a cluster; return how many."""
     count = 0
     for client in clients:

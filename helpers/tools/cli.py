@@ -29,6 +29,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from pathlib import Path
 
 import redis
 
@@ -60,7 +61,7 @@ def _summary(
     server_wide: list[foreign.Snapshot],
 ) -> str:
     """Return the passed-check line: what was verified, counted from the snapshots."""
-    by_db = Counter()
+    by_db: Counter[int] = Counter()
     for (_port, db), snap in before.items():
         by_db[db] += len(snap.keys)
     total = sum(by_db.values())
@@ -190,9 +191,8 @@ def main(argv: list[str]) -> int:
         except ServerNotFound as exc:
             print(exc, file=sys.stderr)
             return 1
-        print(
-            f"{path} (version {'.'.join(map(str, binary_version(path.with_name('redis-server'))))})"
-        )
+        version = binary_version(path.with_name("redis-server")) or ()
+        print(f"{path} (version {'.'.join(map(str, version))})")
         return 0
     if argv[:1] == ["acl"]:
         return _print_acl(argv[1:])
@@ -200,33 +200,34 @@ def main(argv: list[str]) -> int:
         return doctor.main()
     if argv[:1] == ["run"] and "--" in argv:
         options, command = argv[1 : argv.index("--")], argv[argv.index("--") + 1 :]
-        binary = None
+        binary: Path | None = None
         if "--binary" in options[:-1]:  # --binary PATH: this server binary, whatever its version
             at = options.index("--binary")
-            binary, options = options[at + 1], options[:at] + options[at + 2 :]
-            os.environ[BINARY_VARIABLE] = os.path.abspath(
-                binary
-            )  # CMD's own throwaway servers use it too
+            binary, options = Path(options[at + 1]), options[:at] + options[at + 2 :]
+            # CMD's own throwaway servers use it too
+            os.environ[BINARY_VARIABLE] = os.path.abspath(binary)
         if set(options) - {"--shared", "--cluster"} or not command:
             print(__doc__, file=sys.stderr)
             return 2
         shared, cluster = "--shared" in options, "--cluster" in options
+        server: RedisClusterServer | RedisServer
         try:
             server = (
                 RedisClusterServer(binary=binary) if cluster else RedisServer(binary=binary)
             ).start()
-        except (
-            ServerNotFound
-        ) as exc:  # the other start failures (a port, a timeout) keep their traceback
+        # Only a missing binary is caught: the other start failures (a port, a timeout) keep
+        # their traceback.
+        except ServerNotFound as exc:
             print(
                 f"racelab: cannot start a {'cluster' if cluster else 'server'}: {exc}",
                 file=sys.stderr,
             )
             return 1
         with server:
-            binary = server.servers[0].binary if cluster else server.binary
+            node = server.servers[0] if isinstance(server, RedisClusterServer) else server
             print(
-                f"racelab: started {'a 3-node cluster of ' if cluster else ''}{server_description(binary)} "
+                f"racelab: started {'a 3-node cluster of ' if cluster else ''}"
+                f"{server_description(node.binary or find_binary())} "
                 f"at {server.url}"
                 f"{' (pre-filled with foreign data)' if shared else ''}",
                 flush=True,

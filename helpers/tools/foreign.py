@@ -25,9 +25,14 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+
+import redis
+from redis.client import Pipeline
+from redis.cluster import ClusterPipeline, RedisCluster
 
 from helpers.backend.namespace import SUITE_PREFIX, escape_glob
+
+Client = redis.Redis | RedisCluster  # a server's client, or a cluster's (keys go by slot)
 
 FOREIGN_KEYS = 2000  # planted into database 0 of a server (spread over the nodes of a cluster)
 SECOND_DB = 3  # a second database, planted too on a server that has databases (not a cluster)
@@ -73,7 +78,7 @@ KINDS = ("string", "hash", "list", "set", "zset", "stream")
 _SHARE = {"string": 30, "hash": 20, "list": 13, "set": 13, "zset": 13, "stream": 11}  # percent
 
 
-def _plant_one(pipe: Any, kind: str, key: bytes, i: int) -> None:
+def _plant_one(pipe: Pipeline | ClusterPipeline, kind: str, key: bytes, i: int) -> None:
     if kind == "string":
         pipe.set(key, f"value {i}".encode() + bytes([i % 256]))
     elif kind == "hash":
@@ -93,10 +98,8 @@ def _plant_one(pipe: Any, kind: str, key: bytes, i: int) -> None:
             pipe.xgroup_create(key, "readers", id="0")
 
 
-def has_field_ttls(client: Any) -> bool:
+def has_field_ttls(client: Client) -> bool:
     """Return True if the server knows HPERSIST (hash-field TTLs: Redis >= 7.4, Valkey >= 9); writes nothing."""
-    import redis  # local: only this probe needs the exception type
-
     try:
         client.execute_command("HPERSIST", "app:no-such-hash", "FIELDS", 1, "f")
         return True
@@ -107,7 +110,7 @@ def has_field_ttls(client: Any) -> bool:
 
 
 def plant_keys(
-    client: Any, count: int = FOREIGN_KEYS, label: str = "app", field_ttls: bool | None = None
+    client: Client, count: int = FOREIGN_KEYS, label: str = "app", field_ttls: bool | None = None
 ) -> Counter:
     """Write count foreign keys of every type into client's database; return how many of each (and with TTLs, ...).
 
@@ -148,14 +151,14 @@ def plant_keys(
     return planted
 
 
-def plant_server_wide(client: Any) -> None:
+def plant_server_wide(client: Client) -> None:
     """Load a foreign function library, a foreign library named like the suite's, and cache a foreign script."""
     client.function_load(FOREIGN_LIBRARY_CODE, replace=True)
     client.function_load(LOOKALIKE_LIBRARY_CODE, replace=True)
     client.script_load(FOREIGN_SCRIPT)
 
 
-def fill_foreign(client: Any, count: int = FOREIGN_KEYS) -> Counter:
+def fill_foreign(client: Client, count: int = FOREIGN_KEYS) -> Counter:
     """Plant count foreign keys into client's database, the libraries and the cached script; return the key counts."""
     planted = plant_keys(client, count)
     plant_server_wide(client)
@@ -174,11 +177,11 @@ class Snapshot:
     acl: tuple[str, ...] = ()
 
 
-def _text(x: Any) -> str:
+def _text(x: object) -> str:
     return x.decode("utf-8", "backslashreplace") if isinstance(x, (bytes, bytearray)) else str(x)
 
 
-def libraries(client: Any) -> dict[str, bytes]:
+def libraries(client: Client) -> dict[str, bytes]:
     """Return {name: code} of every function library on client's server."""
     found = {}
     for lib in client.execute_command("FUNCTION", "LIST", "WITHCODE"):
@@ -191,7 +194,7 @@ def libraries(client: Any) -> dict[str, bytes]:
     return found
 
 
-def _keys_of(client: Any) -> dict[bytes, tuple[bytes, bytes, int]]:
+def _keys_of(client: redis.Redis) -> dict[bytes, tuple[bytes, bytes, int]]:
     names = list(client.scan_iter(count=1000))
     keys: dict[bytes, tuple[bytes, bytes, int]] = {}
     for start in range(0, len(names), 500):
@@ -215,7 +218,7 @@ def _keys_of(client: Any) -> dict[bytes, tuple[bytes, bytes, int]]:
     return keys
 
 
-def snapshot(client: Any, server_wide: bool = True) -> Snapshot:
+def snapshot(client: redis.Redis, server_wide: bool = True) -> Snapshot:
     """Return a snapshot of client's database (a decode_responses=False client of one server or node).
 
     server_wide=False leaves out what the server shares between databases (libraries, the
@@ -238,7 +241,7 @@ def _is_suite_key(name: bytes) -> bool:
 
 
 def suite_leftovers(
-    client: Any, before: Snapshot | None = None, server_wide: bool = True
+    client: Client, before: Snapshot | None = None, server_wide: bool = True
 ) -> list[str]:
     """Return suite keys still present (under racelab:), then suite libraries (racelab*).
 
