@@ -14,6 +14,7 @@ import fakeredis
 import redis
 
 from helpers.backend.connection import EmbeddedConnection, new_pool
+from helpers.backend.fake84 import Redis84Connection
 from helpers.backend.modes import Wiring
 
 EMBEDDED_VERSION = (8, 4, 0)
@@ -38,3 +39,8 @@ def new_client(
     client = redis.Redis(connection_pool=pool, single_connection_client=single)
     client.auto_close_connection_pool = True  # close() disconnects the pool made here
     return client
+
+
+def plain_client(server: fakeredis.FakeServer, **kwargs: Any) -> fakeredis.FakeRedis:
+    """Return a client of server without the Lab's hooks (no mode, no guard): a benchmark's baseline."""
+    return fakeredis.FakeRedis(server=server, connection_class=Redis84Connection, **kwargs)
