@@ -81,6 +81,8 @@ class LabConnection:
         """Connect; a timeout is NoReply naming the server."""
         try:
             super().connect_check_health(*args, **kwargs)
+        except NoReply:
+            raise
         except redis.TimeoutError as exc:
             raise self._no_reply(exc, self.socket_connect_timeout, "while connecting") from exc
 
@@ -213,8 +215,9 @@ class UnixConnection(LabConnection, redis.UnixDomainSocketConnection):
 class EmbeddedConnection(LabConnection, Redis84Connection):
     """A Lab connection to the in-process fakeredis server (Redis 8.4's SET IF*, the work tally)."""
 
-    def _connect(self) -> Any:
-        return self._socket(tally=self.wiring.tally)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tally = self.wiring.tally  # Redis84Connection's sockets count on it
 
 
 # redis-py's connection class for a URL (what redis.connection.parse_url names) -> ours.

@@ -185,13 +185,11 @@ class Redis84Socket(FakeSocket):
 
 
 class Redis84Connection(FakeRedisConnection):
-    """A fakeredis connection that talks through ``Redis84Socket``."""
+    """A fakeredis connection that talks through ``Redis84Socket`` (counting on ``tally`` if set)."""
+
+    tally: dict[str, int] | None = None  # command name -> times its sockets ran it
 
     def _connect(self) -> Redis84Socket:
-        return self._socket()
-
-    def _socket(self, tally: dict[str, int] | None = None) -> Redis84Socket:
-        """Return a new socket to this connection's server (counting on tally if given)."""
         if not self._server.connected:
             raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
         return Redis84Socket(
@@ -200,5 +198,5 @@ class Redis84Connection(FakeRedisConnection):
             client_class=self._client_class,
             lua_modules=self._lua_modules,
             client_info=self._client_info,
-            tally=tally,
+            tally=self.tally,
         )

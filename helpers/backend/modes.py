@@ -44,7 +44,14 @@ from __future__ import annotations
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import redis
+    import redis.client
+    import redis.cluster
+
+    Client = redis.Redis | redis.cluster.RedisCluster | redis.client.Pipeline
 
 Command = tuple[Any, ...]
 _CONDITIONAL_SET = {"NX", "XX", "IFEQ", "IFNE", "IFDEQ", "IFDNE"}
@@ -287,7 +294,7 @@ class Wiring:
     tally: dict[str, int] | None = None  # embedded only: count every command the server runs
 
 
-def wiring_of(client: Any) -> Wiring:
+def wiring_of(client: Client) -> Wiring:
     """Return the Wiring of a client made by Lab.client (plain, embedded, cluster) or its pipeline."""
     wiring = getattr(client, "racelab_wiring", None)  # a cluster client keeps it (guard.py)
     if wiring is None:
@@ -297,16 +304,16 @@ def wiring_of(client: Any) -> Wiring:
     return wiring
 
 
-def rtt_of(client: Any) -> float:
+def rtt_of(client: Client) -> float:
     """Return the network delay in ms a Lab client waits before each round trip (0.0 for none)."""
     return wiring_of(client).rtt_s * 1000
 
 
-def mode_of(client: Any) -> Mode:
+def mode_of(client: Client) -> Mode:
     """Return the Mode of a client made by Lab.client (plain, embedded or cluster)."""
     return wiring_of(client).mode
 
 
-def client_stats(client: Any) -> ClientStats:
+def client_stats(client: Client) -> ClientStats:
     """Return a snapshot of a Lab client's round trips, commands and retries so far."""
     return mode_of(client).stats.copy()
