@@ -492,8 +492,12 @@ def _stop_all() -> None:
 
 
 def is_owned_url(url: str) -> bool:
-    """Return True if url points at a server this process started and still runs (any scheme)."""
+    """Return True if url points at a server this process started and still runs, as the suite
+    connects to it (any scheme, no user: a URL naming a user, such as the workshop's ACL user, is
+    somebody else's view of the server)."""
     options = url_options(url)
+    if options.get("username") or options.get("password"):
+        return False
     path, port = options.get("path"), options.get("port", 6379)
     host = options.get("host", "localhost")
     for s in _LIVE:
