@@ -47,6 +47,7 @@ from helpers.backend.urls import redacted, url_options
 from helpers.errors import RaceLabError
 
 __all__ = [
+    "Capabilities",
     "PYTHON_PARSER",
     "Lab",
     "NoReply",
