@@ -186,7 +186,10 @@ class LabConnection:
     def _answered(self, reply: Any) -> None:
         if self._handshakes:
             return
-        command = self._awaiting.popleft() if self._awaiting else ()
+        try:
+            command = self._awaiting.popleft()
+        except IndexError:  # disconnect() (maybe from a run stopping its clients) cleared it
+            command = ()
         self.wiring.mode.on_reply(command, reply)
 
     def _no_reply(self, exc: Exception, limit: float | None, doing: str) -> NoReply:
