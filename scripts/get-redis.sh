@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Put redis-server, redis-cli and redis-benchmark (>= 8.4) into .redis/bin.
+# Put redis-server, redis-cli and redis-benchmark (>= 8.4, built with TLS) into .redis/bin.
 #
 # Debian 12 ships Redis 7.0, which lacks SET IFEQ/IFNE/IFDEQ/IFDNE, DELEX and DIGEST, and no
 # Python or npm package ships Redis >= 8.4. Debian's "experimental" suite carries the source
@@ -14,6 +14,10 @@
 #   REDIS_MIN_VERSION  lowest acceptable version (default 8.4.0)
 #   REDIS_CACHE_DIR    where built binaries are cached (default: ~/.cache/redis-race-lab when
 #                      CI is set, so repeated CI runs on one machine do not rebuild; else none)
+#
+# The build has TLS (BUILD_TLS=yes, Debian's libssl-dev), so tests can reach a throwaway server
+# through rediss://. A binary without TLS (built by an older version of this script, in .redis/bin
+# or in the cache) does not count as built: it is rebuilt.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,11 +41,16 @@ at_least() {
     [ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" = "$2" ]
 }
 
+# has_tls BINARY -> true when the binary was built with TLS (it links OpenSSL's libssl).
+has_tls() {
+    ldd "$1" 2>/dev/null | grep -q 'libssl\.so'
+}
+
 good_pair_in() {
     local dir="$1" v
     [ -x "$dir/redis-server" ] && [ -x "$dir/redis-cli" ] && [ -x "$dir/redis-benchmark" ] || return 1
     v=$(version_of "$dir/redis-server")
-    [ -n "$v" ] && at_least "$v" "$MIN"
+    [ -n "$v" ] && at_least "$v" "$MIN" && has_tls "$dir/redis-server"
 }
 
 report() {
@@ -53,6 +62,7 @@ if good_pair_in "$DEST"; then
     report
     exit 0
 fi
+[ -x "$DEST/redis-server" ] && echo "get-redis: $DEST/redis-server has no TLS (or is too old): rebuilding."
 
 mkdir -p "$DEST"
 if [ -n "$CACHE" ] && good_pair_in "$CACHE/bin"; then
@@ -67,6 +77,7 @@ SETUP="see docs/setup.md for your system (the notebooks run without Redis: embed
 command -v apt-get >/dev/null || die "apt-get not found: this script builds from Debian's source package. Install Redis >= $MIN another way and put redis-server and redis-cli in $DEST or on PATH; $SETUP."
 command -v dpkg-source >/dev/null || die "dpkg-source not found (Debian package dpkg-dev); run: apt-get install dpkg-dev, or $SETUP."
 command -v make >/dev/null && command -v cc >/dev/null || die "make and a C compiler are needed to build Redis (apt-get install build-essential), or $SETUP."
+[ -e /usr/include/openssl/ssl.h ] || die "OpenSSL's headers are needed to build Redis with TLS (Debian package libssl-dev); run: apt-get install libssl-dev, or $SETUP."
 
 # The mirror URI already configured on this machine (deb822 first, then one-line format).
 mirror=""
@@ -111,8 +122,8 @@ tar -xf "$orig" -C "$WORK/build" --strip-components=1
 echo "get-redis: building redis-server, redis-cli and redis-benchmark (about a minute on 2 cores) ..."
 # Two make calls, not one: naming several targets in one parallel make races on the
 # dependency build's settings file ("make[3]: *** [Makefile:189: clean] Error 2", seen here).
-( cd "$WORK/build" && make -j"$(nproc)" MALLOC=libc BUILD_TLS=no redis-server \
-                   && make -j"$(nproc)" MALLOC=libc BUILD_TLS=no redis-cli redis-benchmark ) \
+( cd "$WORK/build" && make -j"$(nproc)" MALLOC=libc BUILD_TLS=yes redis-server \
+                   && make -j"$(nproc)" MALLOC=libc BUILD_TLS=yes redis-cli redis-benchmark ) \
     >"$WORK/build.log" 2>&1 \
     || { tail -n 40 "$WORK/build.log" >&2; die "the Redis build failed (last lines above)."; }
 

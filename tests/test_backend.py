@@ -9,20 +9,13 @@ import pytest
 import redis
 
 from helpers import Lab, connect
-from helpers.backend import lab as lab_module
-from helpers.backend.lab import (
-    BACKENDS,
-    CONNECT_TIMEOUT_S,
-    RECONNECT_RETRIES,
-    REPLY_TIMEOUT_S,
-    ServerIdentity,
-    _probe,
-    argument_tokens,
-    identify,
-    redacted,
-)
+from helpers.backend import capabilities as capabilities_module
+from helpers.backend.capabilities import _probe, argument_tokens
+from helpers.backend.identity import ServerIdentity, identify
+from helpers.backend.lab import BACKENDS, CONNECT_TIMEOUT_S, RECONNECT_RETRIES, REPLY_TIMEOUT_S
 from helpers.backend.namespace import Namespace
 from helpers.backend.server import RedisServer
+from helpers.backend.urls import redacted
 
 
 def test_default_backend_is_embedded(monkeypatch):
@@ -260,7 +253,9 @@ def test_option_tokens_are_read_from_command_docs_in_both_protocols(monkeypatch)
         ],
     ]
     for reply, expected in [(resp3, {"NX", "IFEQ"}), (resp2, {"XX"}), ([], None)]:
-        monkeypatch.setattr(lab_module, "raw_command", lambda client, *args, reply=reply: reply)
+        monkeypatch.setattr(
+            capabilities_module, "raw_command", lambda client, *args, reply=reply: reply
+        )
         assert argument_tokens(None, "set") == expected
 
 

@@ -184,7 +184,7 @@ def test_every_suite_script_passes_the_guard():
 def test_guard_covers_transaction_helper_raw_command_and_pipeline_script_loading(lab):
     if lab.owns_server:
         pytest.skip("the embedded backend is owned by the suite; the guard is off there by design")
-    from helpers.backend.lab import raw_command
+    from helpers.backend.capabilities import raw_command
 
     c, key = lab.client(), lab.key("x")
     c.set(key, 1)

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from redis._parsers import _HiredisParser, _RESP2Parser, _RESP3Parser
 
-import helpers.backend.lab as lab_module
+import helpers.backend.redispy as redispy_module
 from helpers import Lab, connect
-from helpers.backend.lab import PYTHON_PARSER, hiredis_version, parser_description
+from helpers.backend.lab import parser_description
+from helpers.backend.redispy import PYTHON_PARSER, hiredis_version
 from races import dictionary as dc
 from races import locks
 from races import ratelimit as rl
@@ -43,7 +44,7 @@ def test_lab_parser_says_what_a_real_client_uses(lab: Lab) -> None:
 
 
 def test_without_hiredis_it_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(lab_module, "HIREDIS_AVAILABLE", False)
+    monkeypatch.setattr(redispy_module, "HIREDIS_AVAILABLE", False)
     assert parser_description("real").startswith("Python parser (hiredis not installed")
     assert parser_description("real", PYTHON_PARSER).startswith("Python parser")
 

@@ -9,7 +9,8 @@ Why this shape: fakeredis dispatches a command by looking the method up on the s
 a ``FakeSocket`` subclass that overrides ``set_`` changes ``SET`` only for connections of the
 embedded backend (plain ``fakeredis.FakeRedis`` clients and fakeredis' global command table are
 untouched), and the override also serves ``redis.call('SET', ...)`` in Lua and ``SET`` queued in
-MULTI. ``Redis84Connection`` makes ``FakeRedis(connection_class=...)`` use that socket.
+MULTI. ``Redis84Connection`` makes ``FakeRedis(connection_class=...)`` use that socket. The socket
+can also count every command it runs (``tally``: what ``count_work`` reads on the embedded backend).
 
 Every rule below was measured on a real redis-server 8.6.3 (tests/test_differential.py keeps
 checking it), not taken from the documentation:
@@ -111,11 +112,20 @@ class Redis84Socket(FakeSocket):
     2.41 lets such an EXEC run, which leaves, e.g., an INCRed counter without a TTL.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, tally: dict[str, int] | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        self.tally = (
+            tally  # command name ('client|setinfo') -> times run here, scripts' calls included
+        )
         self._watched_expiry: dict[
             tuple[bytes, Any], float
         ] = {}  # (key, db) -> expiry seen at WATCH
+
+    def _run_command(self, func: Any, sig: Any, args: list[Any], from_script: bool) -> Any:
+        if self.tally is not None:
+            name = sig.name.lower().replace(" ", "|")
+            self.tally[name] = self.tally.get(name, 0) + 1
+        return super()._run_command(func, sig, args, from_script)
 
     def watch(self, *keys: CommandItem) -> Any:
         """WATCH, remembering the expiry of every watched key that has one and is alive now."""
@@ -175,7 +185,9 @@ class Redis84Socket(FakeSocket):
 
 
 class Redis84Connection(FakeRedisConnection):
-    """A fakeredis connection that talks through ``Redis84Socket``."""
+    """A fakeredis connection that talks through ``Redis84Socket`` (counting on ``tally`` if set)."""
+
+    tally: dict[str, int] | None = None  # command name -> times its sockets ran it
 
     def _connect(self) -> Redis84Socket:
         if not self._server.connected:
@@ -186,4 +198,5 @@ class Redis84Connection(FakeRedisConnection):
             client_class=self._client_class,
             lua_modules=self._lua_modules,
             client_info=self._client_info,
+            tally=self.tally,
         )

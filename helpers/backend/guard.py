@@ -12,7 +12,7 @@ What it checks, on every client a ``Lab`` hands out for a server it does not own
 * command names, normalised (str, bytes, bytearray or memoryview, any case, the subcommand in
   the same argument or the next) before they are looked up in ``_WHOLE_SERVER``;
 * at the client (``execute_command`` of the client, its pipelines and transactions), and again
-  in the connection class, so every other way a client sends a command is covered too: pubsub,
+  in the connection (``helpers.backend.connection``), so every other way a client sends a command is covered too: pubsub,
   MONITOR, a cluster's node clients, ``send_command`` and hand-packed ``send_packed_command``
   on a pooled connection (bytes that are not complete RESP arrays are refused, unread);
 * COPY with a DB argument, MIGRATE and RESET (they reach another database or server);
@@ -30,7 +30,6 @@ keeping writes under the prefix is the ACL user's job, and the namespace's by co
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -39,7 +38,10 @@ import redis
 import redis.client
 import redis.cluster
 
+from helpers.backend.modes import Wiring
 from helpers.backend.namespace import escape_glob
+from helpers.backend.redispy import cluster_pipeline
+from helpers.errors import RaceLabError
 
 # Command name (upper case, with subcommand where it matters) -> why it is refused.
 _WHOLE_SERVER = {
@@ -110,7 +112,7 @@ _SCRIPT_BODY = {"EVAL": 1, "EVAL_RO": 1, "SCRIPT LOAD": -1, "FUNCTION LOAD": -1}
 SUITE_LIBRARY_PREFIX = "racelab"
 
 
-class UnsafeCommandError(redis.RedisError):
+class UnsafeCommandError(RaceLabError, redis.RedisError):
     """A command that reaches beyond the run's keys was about to be sent to a server the suite does not own."""
 
 
@@ -344,115 +346,6 @@ def packed_commands(data: Any) -> list[list[bytes]]:
 
 
 # ----------------------------------------------------------------------------------------------
-# The guarded connection: every way a client sends a command ends here.
-
-
-def _plain_base(cls: type) -> type:
-    """Return the redis-py connection class under the suite's mixins (no guard, no mode counting)."""
-    return next(c for c in cls.__mro__ if c.__module__.startswith("redis."))
-
-
-class GuardedConnection:
-    """Mixin put before a redis-py connection class: checks every command before it is written.
-
-    The commands a connection sends while it connects (AUTH, HELLO, CLIENT SETINFO, the SELECT
-    of the URL's database) are the connection's own and pass. Attributes live on the class, so
-    an open connection can be given this class too (``guard_pool``).
-    """
-
-    _racelab_connecting = 0  # > 0 while connect() runs
-    _racelab_trusted = 0  # > 0 while send_command (already checked) sends what it packed
-    _racelab_vetted: Any = None  # the last output of pack_command(s), checked when it was packed
-    _racelab_options: dict[
-        str, Any
-    ] = {}  # the kwargs it was made with: where a side connection goes
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._racelab_options = kwargs
-
-    def _racelab_vet(self, args: tuple[Any, ...]) -> None:
-        check_command(args, owned=False)
-        check_library_change(
-            args, lambda name: library_code(_plain_base(type(self)), self._racelab_options, name)
-        )
-
-    def _racelab_setup(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        self._racelab_connecting += 1
-        try:
-            return method(*args, **kwargs)
-        finally:
-            self._racelab_connecting -= 1
-
-    def connect(self, *args: Any, **kwargs: Any) -> Any:
-        return self._racelab_setup(super().connect, *args, **kwargs)
-
-    def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
-        return self._racelab_setup(super().connect_check_health, *args, **kwargs)
-
-    def send_command(self, *args: Any, **kwargs: Any) -> None:
-        if not self._racelab_connecting:
-            self._racelab_vet(args)
-        self._racelab_trusted += 1
-        try:
-            super().send_command(*args, **kwargs)
-        finally:
-            self._racelab_trusted -= 1
-
-    def pack_command(self, *args: Any) -> Any:
-        if not self._racelab_connecting:
-            self._racelab_vet(args)
-        self._racelab_vetted = super().pack_command(*args)
-        return self._racelab_vetted
-
-    def pack_commands(self, commands: Iterable[Any]) -> Any:
-        commands = [tuple(c) for c in commands]
-        if not self._racelab_connecting:
-            for command in commands:
-                self._racelab_vet(command)
-        self._racelab_vetted = super().pack_commands(commands)
-        return self._racelab_vetted
-
-    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        vetted, self._racelab_vetted = self._racelab_vetted, None
-        if not (self._racelab_connecting or self._racelab_trusted or command is vetted):
-            try:
-                commands = packed_commands(command)
-            except ValueError as exc:
-                raise UnsafeCommandError(
-                    f"refusing hand-packed bytes the guard cannot read ({exc}) on a server the suite does not "
-                    f"own; send commands as arguments (execute_command) instead"
-                ) from None
-            for args in commands:
-                self._racelab_vet(tuple(args))
-        super().send_packed_command(command, check_health)
-
-
-@functools.cache
-def guarded_connection_class(base: type) -> type:
-    """Return a subclass of the connection class base whose connections check every command."""
-    if issubclass(base, GuardedConnection):
-        return base
-    return type(f"Guarded{base.__name__}", (GuardedConnection, base), {})
-
-
-def _guard_connection(conn: Any, options: dict[str, Any]) -> None:
-    if not isinstance(conn, GuardedConnection):
-        conn.__class__ = guarded_connection_class(type(conn))
-        conn._racelab_options = options
-
-
-def guard_pool(pool: Any) -> None:
-    """Make pool's future connections, and those it already holds, check every command; returns nothing."""
-    pool.connection_class = guarded_connection_class(pool.connection_class)
-    held = list(getattr(pool, "_available_connections", ())) + list(
-        getattr(pool, "_in_use_connections", ())
-    )
-    for conn in held:
-        _guard_connection(conn, pool.connection_kwargs)
-
-
-# ----------------------------------------------------------------------------------------------
 # The guarded clients: the same check before a command is queued, so a pipeline fails at the line
 # that queued it; the connections they use check again (and the library names) before sending.
 
@@ -462,7 +355,8 @@ class _Guarded:
 
     racelab_owned: bool = False
 
-    def execute_command(self, *args, **options):
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        """Check the command, then send or queue it."""
         check_command(args, self.racelab_owned)
         return super().execute_command(*args, **options)
 
@@ -470,7 +364,7 @@ class _Guarded:
 class GuardedPipeline(_Guarded, redis.client.Pipeline):
     """A redis-py pipeline that refuses destructive commands on a server the suite does not own."""
 
-    def immediate_execute_command(self, *args, **options):
+    def immediate_execute_command(self, *args: Any, **options: Any) -> Any:
         """Check commands the pipeline sends at once (SCRIPT LOAD of a Script, WATCH mode) too."""
         check_command(args, self.racelab_owned)
         return super().immediate_execute_command(*args, **options)
@@ -479,16 +373,9 @@ class GuardedPipeline(_Guarded, redis.client.Pipeline):
 class GuardedRedis(_Guarded, redis.Redis):
     """A redis-py client that refuses destructive commands on a server the suite does not own."""
 
-    def __init__(self, *args, racelab_owned: bool = False, **kwargs):
-        pool = kwargs.get("connection_pool")
-        if pool is not None and not racelab_owned:
-            guard_pool(pool)  # before a single-connection client takes its connection
+    def __init__(self, *args: Any, racelab_owned: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.racelab_owned = racelab_owned
-        if not racelab_owned:
-            guard_pool(self.connection_pool)
-            if self.connection is not None:
-                _guard_connection(self.connection, self.connection_pool.connection_kwargs)
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> GuardedPipeline:
         """Return a pipeline that carries the same guard."""
@@ -504,27 +391,23 @@ class GuardedClusterPipeline(_Guarded, redis.cluster.ClusterPipeline):
 
 
 class GuardedRedisCluster(_Guarded, redis.cluster.RedisCluster):
-    """A redis-py cluster client that refuses destructive commands on a cluster the suite does not own."""
+    """A redis-py cluster client that refuses destructive commands on a cluster the suite does not own.
 
-    def __init__(self, *args, racelab_owned: bool = False, **kwargs):
-        if not racelab_owned:
-            kwargs["connection_class"] = guarded_connection_class(
-                kwargs.get("connection_class", redis.Connection)
-            )
+    Its node connections are Lab connections (``connection_pool_class``, given by ``Lab.client``),
+    which guard again; ``racelab_wiring`` is kept here, where ``mode_of`` finds it.
+    """
+
+    def __init__(
+        self, *args: Any, racelab_owned: bool = False, racelab_wiring: Wiring, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.racelab_owned = racelab_owned
-        if not racelab_owned:
-            nodes = self.nodes_manager
-            nodes.connection_kwargs["connection_class"] = guarded_connection_class(
-                nodes.connection_kwargs.get("connection_class", redis.Connection)
-            )
-            for node in nodes.nodes_cache.values():
-                if node.redis_connection is not None:
-                    guard_pool(node.redis_connection.connection_pool)
+        self.racelab_wiring = racelab_wiring
 
-    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> Any:
+    def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> GuardedClusterPipeline:
         """Return a cluster pipeline that carries the same guard."""
-        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
-        pipe.__class__ = GuardedClusterPipeline
+        if shard_hint:
+            raise redis.cluster.RedisClusterException("shard_hint is deprecated in cluster mode")
+        pipe = cluster_pipeline(GuardedClusterPipeline, self, transaction)
         pipe.racelab_owned = self.racelab_owned
         return pipe

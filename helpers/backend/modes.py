@@ -1,9 +1,8 @@
 """Client modes: the connection decides the timing, never the strategy's code.
 
-Every client a ``Lab`` hands out has a mode, set through redis-py's ``connection_class``: each of
-its connections is a subclass of the backend's own connection class (``redis.Connection``, or the
-embedded backend's fakeredis connection) whose ``send_packed_command`` first asks the mode, and
-whose ``read_response`` reports every reply back to it. One *round trip* is one
+Every client a ``Lab`` hands out has a mode, in its ``Wiring`` (below): each of its connections
+(``helpers.backend.connection.LabConnection``) asks the mode before every round trip and reports
+every reply back to it. One *round trip* is one
 ``send_packed_command``: a single command, or a whole pipeline or MULTI/EXEC block (which redis-py
 sends in one write). WATCH, and each immediate-mode command after it on a pipeline, is one round
 trip each, because redis-py sends each of them on its own and waits for its reply.
@@ -44,11 +43,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-import redis
+if TYPE_CHECKING:
+    import redis
+    import redis.client
+    import redis.cluster
+
+    Client = redis.Redis | redis.cluster.RedisCluster | redis.client.Pipeline
 
 Command = tuple[Any, ...]
 _CONDITIONAL_SET = {"NX", "XX", "IFEQ", "IFNE", "IFDEQ", "IFDNE"}
@@ -233,81 +236,6 @@ class Lockstep(Mode):
         return "lockstep: every client's k-th round trip in one round"
 
 
-class ModeConnection:
-    """Mixin put before a redis-py connection class: reports every round trip and reply to the mode."""
-
-    racelab_mode: Mode  # set on the subclass made by connection_class_for
-    racelab_rtt_s: float = 0.0  # network delay before each round trip (connection_class_for)
-    racelab_parser_class: type | None = None  # a reply parser to force (None: redis-py's default)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        if self.racelab_parser_class is not None:
-            kwargs["parser_class"] = self.racelab_parser_class
-        super().__init__(*args, **kwargs)
-        self._outgoing: list[Command] = []
-        self._awaiting: deque[Command] = deque()
-        self._setting_up = 0
-        self._opened_before = False
-
-    def _setup(self, method: Any, *args: Any, **kwargs: Any) -> Any:
-        was_connected = self._sock is not None
-        self._setting_up += 1
-        try:
-            result = method(*args, **kwargs)
-        finally:
-            self._setting_up -= 1
-        if not was_connected and self._sock is not None and not self._setting_up:
-            if self._opened_before:
-                self.racelab_mode.on_reconnect()
-            self._opened_before = True
-        return result
-
-    def connect(self, *args: Any, **kwargs: Any) -> Any:
-        return self._setup(super().connect, *args, **kwargs)
-
-    def connect_check_health(self, *args: Any, **kwargs: Any) -> Any:
-        return self._setup(super().connect_check_health, *args, **kwargs)
-
-    def disconnect(self, *args: Any, **kwargs: Any) -> Any:
-        self._awaiting.clear()
-        return super().disconnect(*args, **kwargs)
-
-    def send_command(self, *args: Any, **kwargs: Any) -> None:
-        if not self._setting_up:
-            self._outgoing.append(args)
-        super().send_command(*args, **kwargs)
-
-    def pack_commands(self, commands: Any) -> Any:
-        commands = list(commands)
-        if not self._setting_up:
-            self._outgoing.extend(tuple(c) for c in commands)
-        return super().pack_commands(commands)
-
-    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        outgoing, self._outgoing = self._outgoing, []
-        if not self._setting_up and outgoing:
-            self.racelab_mode.before_round_trip(outgoing)
-            if self.racelab_rtt_s > 0:
-                self.racelab_mode.delay(self.racelab_rtt_s)
-            self._awaiting.extend(outgoing)
-        super().send_packed_command(command, check_health)
-
-    def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        if self._setting_up:
-            return super().read_response(*args, **kwargs)
-        try:
-            reply = super().read_response(*args, **kwargs)
-        except redis.ResponseError as exc:
-            self._answered(exc)
-            raise
-        self._answered(reply)
-        return reply
-
-    def _answered(self, reply: Any) -> None:
-        command = self._awaiting.popleft() if self._awaiting else ()
-        self.racelab_mode.on_reply(command, reply)
-
-
 def check_rtt_ms(rtt_ms: float) -> float:
     """Return rtt_ms in seconds; ValueError unless it is a finite number of milliseconds >= 0."""
     if (
@@ -320,31 +248,72 @@ def check_rtt_ms(rtt_ms: float) -> float:
     return rtt_ms / 1000
 
 
-def connection_class_for(base: type, mode: Mode, rtt_s: float = 0.0) -> type:
-    """Return a subclass of the connection class base whose connections report to mode (and wait rtt_s)."""
-    return type(
-        f"{mode.name.title()}{base.__name__}",
-        (ModeConnection, base),
-        {"racelab_mode": mode, "racelab_rtt_s": rtt_s},
-    )
+def make_modes(
+    mode: str | Mode,
+    clients: int = 1,
+    think_s: float = 0.0,
+    stop: threading.Event | None = None,
+    armed: bool = True,
+) -> list[Mode]:
+    """Return one Mode per client for a mode name ('straight', 'think', 'lockstep') or a Mode.
+
+    Lockstep clients share one Rendezvous; ``armed=False`` leaves think and lockstep clients
+    waiting for nothing until armed (a run connects its clients first). A Mode object is used as
+    it is (one client).
+    """
+    if isinstance(mode, Mode):
+        return [mode]
+    if mode == "straight":
+        return [Mode() for _ in range(clients)]
+    if mode == "think":
+        modes: list[Think | Lockstep] = [Think(think_s, stop) for _ in range(clients)]
+    elif mode == "lockstep":
+        rendezvous = Rendezvous(clients, stop)
+        modes = [Lockstep(rendezvous) for _ in range(clients)]
+    else:
+        raise ValueError(
+            f"unknown client mode {mode!r}: use 'straight', 'think', 'lockstep' or a Mode "
+            f"(gated clients are made by run_schedule and explore)"
+        )
+    for m in modes:
+        m.armed = armed
+    return list(modes)
 
 
-def rtt_of(client: Any) -> float:
+@dataclass(frozen=True)
+class Wiring:
+    """What one client's connections do besides sending (the hooks of helpers.backend.connection).
+
+    One object per client, handed to each of its connections by the pool (``racelab_wiring``).
+    """
+
+    mode: Mode = field(default_factory=Mode)
+    rtt_s: float = 0.0  # network delay before each round trip
+    guarded: bool = False  # True on a server the suite does not own: refuse what reaches beyond
+    parser_class: type | None = None  # a RESP parser to force (None: redis-py's default)
+    tally: dict[str, int] | None = None  # embedded only: count every command the server runs
+
+
+def wiring_of(client: Client) -> Wiring:
+    """Return the Wiring of a client made by Lab.client (plain, embedded, cluster) or its pipeline."""
+    wiring = getattr(client, "racelab_wiring", None)  # a cluster client keeps it (guard.py)
+    if wiring is None:
+        wiring = client.connection_pool.connection_kwargs.get("racelab_wiring")
+    if not isinstance(wiring, Wiring):
+        raise TypeError(f"{client!r} was not made by Lab.client: it has no client mode")
+    return wiring
+
+
+def rtt_of(client: Client) -> float:
     """Return the network delay in ms a Lab client waits before each round trip (0.0 for none)."""
-    pool = getattr(client, "connection_pool", None)
-    if pool is not None:
-        return pool.connection_class.racelab_rtt_s * 1000
-    return getattr(client, "racelab_rtt_s", 0.0) * 1000
+    return wiring_of(client).rtt_s * 1000
 
 
-def mode_of(client: Any) -> Mode:
+def mode_of(client: Client) -> Mode:
     """Return the Mode of a client made by Lab.client (plain, embedded or cluster)."""
-    pool = getattr(client, "connection_pool", None)
-    if pool is not None:
-        return pool.connection_class.racelab_mode
-    return client.racelab_mode  # a cluster client keeps it (see Lab.client)
+    return wiring_of(client).mode
 
 
-def client_stats(client: Any) -> ClientStats:
+def client_stats(client: Client) -> ClientStats:
     """Return a snapshot of a Lab client's round trips, commands and retries so far."""
     return mode_of(client).stats.copy()

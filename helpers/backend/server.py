@@ -36,6 +36,9 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from helpers.backend.urls import url_options
+from helpers.errors import RaceLabError
+
 MIN_VERSION = (8, 4, 0)
 VALKEY_FORKED_FROM = (7, 2, 4)  # the Redis release Valkey forked from (its INFO redis_version)
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -54,7 +57,7 @@ _WATCHDOG = (
 _LIVE: list[RedisServer] = []
 
 
-class ServerNotFound(RuntimeError):
+class ServerNotFound(RaceLabError, RuntimeError):
     """No redis-server of the version asked for (>= 8.4 by default) is available on this machine."""
 
 
@@ -172,9 +175,43 @@ def free_port(cluster: bool = False) -> int:
     raise RuntimeError("found no free port pair (port, port+10000) for a cluster node")
 
 
+def self_signed_certificate(directory: Path) -> tuple[Path, Path]:
+    """Write a throwaway certificate for 127.0.0.1 and its key into directory; return (cert, key).
+
+    Made with the openssl command line (a day's validity, subjectAltName IP:127.0.0.1, so hostname
+    checking passes); the certificate is also the CA a client trusts (``ssl_ca_certs``).
+    """
+    cert, key = directory / "tls.crt", directory / "tls.key"
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ServerNotFound(
+            "a TLS throwaway server needs the openssl command (Debian package openssl)"
+        )
+    subprocess.run(
+        [openssl, "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+         "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    return cert, key
+
+
+def has_tls(binary: str | Path) -> bool:
+    """Return True if the redis-server binary was built with TLS (BUILD_TLS=yes links OpenSSL)."""
+    try:
+        return b"SSL_CTX_new" in Path(binary).read_bytes()
+    except OSError:
+        return False
+
+
 @dataclass
 class RedisServer:
-    """One redis-server process on 127.0.0.1 with no persistence, owned by the suite."""
+    """One redis-server process on 127.0.0.1 with no persistence, owned by the suite.
+
+    ``tls=True``: it listens only on TLS, with a self-signed certificate made at start (``url`` is
+    then ``rediss://...?ssl_ca_certs=...``). ``unix_socket=True``: it also listens on a Unix socket
+    in its directory (``unix_url``).
+    """
 
     extra_args: list[str] = field(default_factory=list)
     port: int = 0
@@ -183,12 +220,52 @@ class RedisServer:
     process: subprocess.Popen | None = None
     workdir: Path | None = None
     watchdog: subprocess.Popen | None = None
+    tls: bool = False
+    unix_socket: bool = False
     _lifeline: int | None = None  # write end of the watchdog's pipe: open while this process lives
 
     @property
     def url(self) -> str:
-        """Return the redis:// URL of this server."""
+        """Return the redis:// URL of this server (rediss://, trusting its certificate, with TLS)."""
+        if self.tls:
+            return f"rediss://127.0.0.1:{self.port}/0?ssl_ca_certs={self.certificate}"
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def socket_path(self) -> Path | None:
+        """Return the path of its Unix socket (None without unix_socket or before start)."""
+        return self.workdir / "redis.sock" if self.unix_socket and self.workdir else None
+
+    @property
+    def unix_url(self) -> str:
+        """Return the unix:// URL of its socket; ValueError if it has none."""
+        if self.socket_path is None:
+            raise ValueError("this server was started without unix_socket=True")
+        return f"unix://{self.socket_path}?db=0"
+
+    @property
+    def certificate(self) -> Path | None:
+        """Return its TLS certificate (also the CA to trust), None without TLS or before start."""
+        return self.workdir / "tls.crt" if self.tls and self.workdir else None
+
+    def _listen_args(self) -> list[str]:
+        """Return the command-line arguments that say where it listens."""
+        args = ["--port", str(self.port)]
+        if self.tls:
+            cert, key = self_signed_certificate(self.workdir)
+            args = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(cert),
+                    "--tls-key-file", str(key), "--tls-ca-cert-file", str(cert),
+                    "--tls-auth-clients", "no"]  # fmt: skip
+        if self.unix_socket:
+            args += ["--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
+        return args
+
+    def _where(self) -> dict[str, object]:
+        """Return redis.Redis keyword arguments that reach this server."""
+        where: dict[str, object] = {"host": "127.0.0.1", "port": self.port}
+        if self.tls:
+            where.update(ssl=True, ssl_ca_certs=str(self.certificate))
+        return where
 
     def start(self) -> RedisServer:
         """Start the process and wait until it answers PING; return self."""
@@ -200,8 +277,7 @@ class RedisServer:
             self.port = self.port or free_port(cluster="--cluster-enabled" in self.extra_args)
             args = [
                 str(self.binary),
-                "--port",
-                str(self.port),
+                *self._listen_args(),
                 "--bind",
                 "127.0.0.1",
                 "--save",
@@ -261,8 +337,7 @@ class RedisServer:
     def _wait_ready(self) -> bool:
         deadline = time.monotonic() + self.startup_timeout
         client = redis.Redis(
-            host="127.0.0.1",
-            port=self.port,
+            **self._where(),
             socket_timeout=1,
             socket_connect_timeout=1,
             retry=Retry(ExponentialBackoff(), 0),
@@ -300,7 +375,7 @@ class RedisServer:
                 ExponentialBackoff(cap=0.5, base=0.05), 1, supported_errors=(redis.ConnectionError,)
             ),
         )
-        return redis.Redis(host="127.0.0.1", port=self.port, **kwargs)
+        return redis.Redis(**{**self._where(), **kwargs})
 
     def is_running(self) -> bool:
         """Return True while the process is alive."""
@@ -421,8 +496,19 @@ def _stop_all() -> None:
 
 
 def is_owned_url(url: str) -> bool:
-    """Return True if url points at a server this process started and still runs."""
-    return any(
-        s.is_running() and s.url.rsplit("/", 1)[0] == url.rsplit("/", 1)[0].rstrip("/")
-        for s in _LIVE
-    )
+    """Return True if url points at a server this process started and still runs, as the suite
+    connects to it (any scheme, no user: a URL naming a user, such as the workshop's ACL user, is
+    somebody else's view of the server)."""
+    options = url_options(url)
+    if options.get("username") or options.get("password"):
+        return False
+    path, port = options.get("path"), options.get("port", 6379)
+    host = options.get("host", "localhost")
+    for s in _LIVE:
+        if not s.is_running():
+            continue
+        if path is not None and s.socket_path is not None and Path(path) == s.socket_path:
+            return True
+        if path is None and host in ("127.0.0.1", "localhost") and port == s.port:
+            return True
+    return False

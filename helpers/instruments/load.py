@@ -43,9 +43,9 @@ from helpers.backend.modes import (
     ClientStats,
     Lockstep,
     Mode,
-    Rendezvous,
     Think,
     client_stats,
+    make_modes,
     mode_of,
 )
 from helpers.instruments.history import FAIL, INFO, OK, Op, Overlap, Span, overlaps
@@ -330,21 +330,13 @@ def _stop_threads(
 
 def _client_modes(mode: str, think_s: float, stop: Any, clients: int) -> list[Mode]:
     """Return one new Mode per client of a run, unarmed until the start barrier."""
-    if mode == "think":
-        modes: list[Mode] = [Think(think_s, stop) for _ in range(clients)]
-    elif mode == "lockstep":
-        rendezvous = Rendezvous(clients, stop)
-        modes = [Lockstep(rendezvous) for _ in range(clients)]
-    elif mode == "straight":
-        return [Mode() for _ in range(clients)]
-    else:
+    if mode not in ("straight", "think", "lockstep"):
         raise ValueError(
             f"unknown client mode {mode!r} for a concurrent run: use 'straight', 'think' or "
             f"'lockstep'"
         )
-    for m in modes:
-        m.armed = False  # connecting (the PING before the barrier) is not a round trip to delay
-    return modes
+    # connecting (the PING before the barrier) is not a round trip to delay
+    return make_modes(mode, clients, think_s, stop, armed=False)
 
 
 def _arm(client: Any) -> None:

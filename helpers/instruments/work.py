@@ -20,27 +20,20 @@ Commands a connection sends while it is set up (HELLO, CLIENT SETINFO, SELECT) a
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, overload
 
-import fakeredis
 import redis
 
 from helpers.backend import embedded
-from helpers.backend.fake84 import Redis84Connection, Redis84Socket
 from helpers.backend.lab import Lab
-from helpers.backend.modes import Mode, client_stats, connection_class_for
+from helpers.backend.modes import Wiring, client_stats
 from helpers.backend.server import RedisServer, ServerNotFound
 
 Strategy = Callable[[redis.Redis], Any]
 # Connection set-up, and our own INFO: never a strategy's work.
 NOT_WORK = frozenset({"hello", "client|setinfo", "select", "auth", "info"})
-# {private embedded server: {command: times run}}, added to by CountingSocket while it counts.
-_TALLIES: weakref.WeakKeyDictionary[fakeredis.FakeServer, dict[str, int]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 @dataclass(frozen=True)
@@ -105,36 +98,6 @@ class WorkTable(Mapping[str, Work]):
 # --- counting what the server ran ----------------------------------------------------------
 
 
-def _command_key(name: str) -> str:
-    return name.lower().replace(" ", "|")
-
-
-class CountingSocket(Redis84Socket):
-    """The embedded server's socket, counting every command it runs on its server's tally."""
-
-    def _run_command(self, func: Any, sig: Any, args: list[Any], from_script: bool) -> Any:
-        tally = _TALLIES.get(self._server)
-        if tally is not None:
-            name = _command_key(sig.name)
-            tally[name] = tally.get(name, 0) + 1
-        return super()._run_command(func, sig, args, from_script)
-
-
-class CountingConnection(Redis84Connection):
-    """A fakeredis connection that talks through ``CountingSocket``."""
-
-    def _connect(self) -> CountingSocket:
-        if self._server is None or not self._server.connected:
-            raise self._connection_error_class("the fake server is not connected")
-        return CountingSocket(
-            self._server,
-            db=self.db,
-            client_class=self._client_class,
-            lua_modules=self._lua_modules,
-            client_info=self._client_info,
-        )
-
-
 class _PrivateServer:
     """A fresh server of our own: hands out counting clients and says what it ran."""
 
@@ -142,20 +105,16 @@ class _PrivateServer:
 
     def __init__(self) -> None:
         self.server = embedded.new_server()
-        _TALLIES[self.server] = {}
+        self.tally: dict[str, int] = {}  # what the server ran, counted by its sockets
 
     def client(self) -> redis.Redis:
-        return embedded.new_client(
-            self.server,
-            decode_responses=True,
-            connection_class=connection_class_for(CountingConnection, Mode()),
-        )
+        return embedded.new_client(self.server, Wiring(tally=self.tally), decode_responses=True)
 
     def executed(self) -> dict[str, int]:
-        return dict(_TALLIES.get(self.server, {}))
+        return dict(self.tally)
 
     def close(self) -> None:
-        _TALLIES.pop(self.server, None)
+        self.tally = {}
 
 
 class _ScratchRedis(_PrivateServer):

@@ -1,0 +1,249 @@
+"""The one connection class of every Lab client, and the order of its hooks.
+
+``LabConnection`` is put before a redis-py transport (``TRANSPORTS``: TCP, TLS, a Unix socket;
+``EmbeddedConnection`` for the in-process fakeredis). What it does besides sending is read from
+the client's ``Wiring`` (``helpers.backend.modes``), which the pool hands to each connection as
+the keyword argument ``racelab_wiring``. For every command, in this order:
+
+1. **guard** (``Wiring.guarded``, a server the suite does not own): refused before it is packed or
+   written if it reaches beyond the run's keys (``helpers.backend.guard``); hand-packed bytes are
+   read back into commands first, and refused if they are not plain RESP arrays;
+2. **mode** (``Wiring.mode``): the round trip is counted, and waits if the mode says so (think,
+   lockstep, or a schedule's gate, ``helpers.instruments.schedule``);
+3. **delay** (``Wiring.rtt_s``): the client's network delay is waited;
+4. the bytes are written; each reply (or the error it carried) is reported to the mode, which
+   counts failed conditional writes (retries); a reply that does not come in time is ``NoReply``,
+   naming the server;
+5. **work counter** (``Wiring.tally``, embedded only): the server counts every command it runs,
+   a script's ``redis.call`` included (``count_work``);
+6. **replies**: on the embedded backend the socket is fakeredis with Redis 8.4's ``SET IF*``
+   (``helpers.backend.fake84``); on a real server, the RESP parser the lab asked for
+   (``Wiring.parser_class``: redis-py's own ``parser_class`` argument).
+
+The handshake (AUTH, HELLO, CLIENT SETINFO, the URL's SELECT) is the connection's own: while it
+runs (one counter, ``_handshakes``) no hook sees a command or a reply. Each handshake after the
+first is a reconnect, which the mode counts.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import deque
+from typing import Any
+
+import redis
+
+from helpers.backend.fake84 import Redis84Connection
+from helpers.backend.guard import (
+    UnsafeCommandError,
+    check_command,
+    check_library_change,
+    library_code,
+    packed_commands,
+)
+from helpers.backend.modes import Command, Wiring
+from helpers.errors import RaceLabError
+
+
+class NoReply(RaceLabError, redis.TimeoutError):
+    """The server sent no reply within the client's timeout: it is stopped, paused or overloaded."""
+
+
+class LabConnection:
+    """The hooks of the module docstring, in that order, before a redis-py connection class."""
+
+    def __init__(self, *args: Any, racelab_wiring: Wiring | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.wiring = racelab_wiring if racelab_wiring is not None else Wiring()
+        self.options = kwargs  # what it was made with: where a side connection goes
+        self._handshakes = 0  # > 0 while the connection sets itself up
+        self._handshaken = 0  # handshakes done: every one after the first is a reconnect
+        self._sending: list[Command] | None = None  # the command send_command is writing
+        self._packed: tuple[Any, list[Command]] | None = (
+            None  # last pack_command(s) and its commands
+        )
+        self._awaiting: deque[Command] = deque()  # commands written whose replies are not read
+
+    # -- the handshake -----------------------------------------------------------------------
+
+    def on_connect_check_health(self, check_health: bool = True) -> None:
+        """Run redis-py's handshake unseen by the hooks, then count a reconnect if it is one."""
+        self._handshakes += 1
+        try:
+            super().on_connect_check_health(check_health=check_health)
+        finally:
+            self._handshakes -= 1
+        self._handshaken += 1
+        if self._handshaken > 1:
+            self.wiring.mode.on_reconnect()
+
+    def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
+        """Connect; a timeout is NoReply naming the server."""
+        try:
+            super().connect_check_health(*args, **kwargs)
+        except NoReply:
+            raise
+        except redis.TimeoutError as exc:
+            raise self._no_reply(exc, self.socket_connect_timeout, "while connecting") from exc
+
+    def disconnect(self, *args: Any, **kwargs: Any) -> None:
+        """Close the socket; replies still awaited will never come."""
+        self._awaiting.clear()
+        super().disconnect(*args, **kwargs)
+
+    # -- 1. guard ----------------------------------------------------------------------------
+
+    def _guard(self, commands: list[Command]) -> None:
+        if not self.wiring.guarded:
+            return
+        for args in commands:
+            check_command(args, owned=False)
+            check_library_change(args, self._library_code)
+
+    def _library_code(self, name: str) -> bytes | None:
+        """Return library name's code on this connection's server, asked on a side connection."""
+        return library_code(type(self), {**self.options, "racelab_wiring": Wiring()}, name)
+
+    def pack_command(self, *args: Any) -> Any:
+        """Guard, then pack one command (its bytes are then known to send_packed_command)."""
+        if self._handshakes:
+            return super().pack_command(*args)
+        self._guard([args])
+        packed = super().pack_command(*args)
+        self._packed = (packed, [args])
+        return packed
+
+    def pack_commands(self, commands: Any) -> Any:
+        """Guard, then pack several commands (a pipeline or MULTI block: one write)."""
+        commands = [tuple(c) for c in commands]
+        if self._handshakes:
+            return super().pack_commands(commands)
+        self._guard(commands)
+        packed = super().pack_commands(commands)
+        self._packed = (packed, commands)
+        return packed
+
+    def send_command(self, *args: Any, **kwargs: Any) -> None:
+        """Guard, then send one command."""
+        if self._handshakes:
+            return super().send_command(*args, **kwargs)
+        self._guard([args])
+        self._sending = [args]
+        try:
+            super().send_command(*args, **kwargs)
+        finally:
+            self._sending = None
+
+    def _commands_in(self, data: Any) -> list[Command]:
+        """Return the commands data (about to be written) carries, guarding hand-packed bytes."""
+        packed, self._packed = self._packed, None
+        if self._sending is not None:
+            return self._sending
+        if packed is not None and data is packed[0]:
+            return packed[1]
+        try:
+            commands: list[Command] = [tuple(c) for c in packed_commands(data)]
+        except ValueError as exc:
+            if not self.wiring.guarded:
+                return []
+            raise UnsafeCommandError(
+                f"refusing hand-packed bytes the guard cannot read ({exc}) on a server the suite "
+                f"does not own; send commands as arguments (execute_command) instead"
+            ) from None
+        self._guard(commands)
+        return commands
+
+    # -- 2. mode, 3. delay, then the write -----------------------------------------------------
+
+    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        """Write one round trip, after the guard, the mode and the delay (module docstring)."""
+        if not self._handshakes:
+            commands = self._commands_in(command)
+            if commands:
+                mode = self.wiring.mode
+                mode.before_round_trip(commands)
+                if self.wiring.rtt_s > 0:
+                    mode.delay(self.wiring.rtt_s)
+                self._awaiting.extend(commands)
+        super().send_packed_command(command, check_health)
+
+    # -- 4. replies ------------------------------------------------------------------------------
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        """Read one reply and report it (or the error it carried) to the mode."""
+        try:
+            reply = super().read_response(*args, **kwargs)
+        except redis.ResponseError as exc:
+            self._answered(exc)
+            raise
+        except NoReply:
+            raise
+        except redis.TimeoutError as exc:
+            raise self._no_reply(exc, self.socket_timeout, "to a command") from exc
+        self._answered(reply)
+        return reply
+
+    def _answered(self, reply: Any) -> None:
+        if self._handshakes:
+            return
+        try:
+            command = self._awaiting.popleft()
+        except IndexError:  # disconnect() (maybe from a run stopping its clients) cleared it
+            command = ()
+        self.wiring.mode.on_reply(command, reply)
+
+    def _no_reply(self, exc: Exception, limit: float | None, doing: str) -> NoReply:
+        where = (
+            getattr(self, "path", None)
+            or f"{getattr(self, 'host', '?')}:{getattr(self, 'port', '?')}"
+        )
+        return NoReply(
+            f"no reply from {where} within {limit} s {doing}: the server is stopped (SIGSTOP), "
+            f"paused or overloaded, or a blocking command needs a longer socket_timeout ({exc})"
+        )
+
+
+class TcpConnection(LabConnection, redis.Connection):
+    """A Lab connection over TCP (redis://)."""
+
+
+class TlsConnection(LabConnection, redis.SSLConnection):
+    """A Lab connection over TLS (rediss://)."""
+
+
+class UnixConnection(LabConnection, redis.UnixDomainSocketConnection):
+    """A Lab connection over a Unix socket (unix://)."""
+
+
+class EmbeddedConnection(LabConnection, Redis84Connection):
+    """A Lab connection to the in-process fakeredis server (Redis 8.4's SET IF*, the work tally)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.tally = self.wiring.tally  # Redis84Connection's sockets count on it
+
+
+# redis-py's connection class for a URL (what redis.connection.parse_url names) -> ours.
+TRANSPORTS: dict[type, type[LabConnection]] = {
+    redis.Connection: TcpConnection,
+    redis.SSLConnection: TlsConnection,
+    redis.UnixDomainSocketConnection: UnixConnection,
+}
+
+
+def new_pool(wiring: Wiring, **options: Any) -> redis.ConnectionPool:
+    """Return a pool of Lab connections wired with wiring (options as redis.ConnectionPool takes them).
+
+    ``options["connection_class"]`` is redis-py's class for the URL (TCP if absent), replaced by
+    ours for the same transport; a cluster client makes its node pools with this too.
+    """
+    base = options.pop("connection_class", redis.Connection)
+    cls = base if issubclass(base, LabConnection) else TRANSPORTS[base]
+    if wiring.parser_class is not None and cls is not EmbeddedConnection:
+        options["parser_class"] = wiring.parser_class
+    return redis.ConnectionPool(connection_class=cls, racelab_wiring=wiring, **options)
+
+
+def pool_factory(wiring: Wiring) -> functools.partial[redis.ConnectionPool]:
+    """Return new_pool bound to wiring: what a cluster client makes each node's pool with."""
+    return functools.partial(new_pool, wiring)
