@@ -18,15 +18,6 @@ PACKAGES = ("helpers", "races", "exercises")
 # Classes whose files belong to other branches of issue 22, converted there. The lead empties
 # this list when they are merged: the last test fails for any name left here once it derives.
 NOT_YET_CONVERTED = {
-    "helpers.backend.guard.UnsafeCommandError",  # conn
-    "helpers.backend.guard.ForeignLibraryError",  # conn
-    "helpers.backend.lab.ServerUnavailable",  # conn
-    "helpers.backend.lab.NoReply",  # conn
-    "helpers.backend.server.ServerNotFound",  # conn
-    "helpers.instruments.race.RunTimeout",  # race
-    "helpers.instruments.race.ConnectionLost",  # race
-    "helpers.instruments.race.ClientProcessError",  # race
-    "helpers.instruments.stepper.InvariantError",  # race
     "helpers.instruments.schedule.ScheduleError",  # explore
     "helpers.instruments.explore.TooManySchedules",  # explore
 }

@@ -48,6 +48,7 @@ from helpers.backend.modes import (
     make_modes,
     mode_of,
 )
+from helpers.errors import RaceLabError
 from helpers.instruments.history import FAIL, INFO, OK, Op, Overlap, Span, overlaps
 
 _monotonic_ns = time.monotonic_ns
@@ -56,11 +57,11 @@ _sleep = time.sleep
 Strategy = Callable[[Any], Any]  # fn(client) -> result
 
 
-class RunTimeout(TimeoutError):
+class RunTimeout(RaceLabError, TimeoutError):
     """A concurrent run did not finish within its timeout (its clients were stopped)."""
 
 
-class ConnectionLost(RuntimeError):
+class ConnectionLost(RaceLabError, RuntimeError):
     """A client's connection broke during a run and redis-py opened a new one: counts are not comparable."""
 
 
@@ -75,7 +76,7 @@ def _check_no_reconnect(result: RunResult) -> None:
         )
 
 
-class ClientProcessError(RuntimeError):
+class ClientProcessError(RaceLabError, RuntimeError):
     """A client process raised; the message carries the child's traceback."""
 
 

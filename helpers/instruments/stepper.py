@@ -53,6 +53,7 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from helpers.errors import RaceLabError
 from helpers.instruments.explore import DEFAULT_MAX_SCHEDULES, Exploration, explore
 from helpers.instruments.invariant import Check, Invariant
 from helpers.instruments.schedule import (
@@ -68,7 +69,7 @@ from helpers.instruments.schedule import (
 GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
 
 
-class InvariantError(RuntimeError):
+class InvariantError(RaceLabError, RuntimeError):
     """The invariant raised instead of returning True or False (the step itself did run)."""
 
 
