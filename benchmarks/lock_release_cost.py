@@ -26,8 +26,8 @@ from functools import partial
 from statistics import median
 
 from helpers.backend.lab import Lab, connect
-from helpers.instruments.measure import Stats, summarize
 from helpers.instruments.load import RunResult, run_clients
+from helpers.instruments.measure import Stats, summarize
 from races import locks
 
 RELEASES: dict[str, locks.Release] = {

@@ -30,8 +30,8 @@ from functools import partial
 from typing import Any
 
 from helpers.backend.lab import Lab, connect
-from helpers.instruments.measure import Stats, compare_strategies, summarize
 from helpers.instruments.load import repeat_runs, run_processes
+from helpers.instruments.measure import Stats, compare_strategies, summarize
 from races import ratelimit as rl
 
 STRATEGIES: dict[str, Callable[..., bool]] = {
