@@ -48,7 +48,6 @@ CSS = """
 .tag_solution::before { content: "Solution"; color: #1a7f37; font-weight: bold; }
 .handout-notes, .tag_handout-notes { border-left: 4px solid #8250df; padding-left: 0.5em; }
 .cell_output img { max-width: 100%; height: auto; }
-p.launch { font-size: 0.9em; }
 """
 
 
@@ -106,13 +105,12 @@ def view_notebook(path: Path, view: str, binder: str) -> nbformat.NotebookNode:
     remover = TagRemovePreprocessor(remove_cell_tags=handouts.REMOVED[edition], enabled=True)
     nb, _ = remover.preprocess(nb, {})
     handouts._clean(nb)
-    extra = [handouts._markdown(launch_line(binder, f"notebooks/{path.name}"))]
-    extra[0].metadata["tags"] = ["launch"]
+    title, _, rest = nb.cells[0].source.partition("\n")  # the launch line goes under the title
+    nb.cells[0].source = f"{title}\n\n{launch_line(binder, f'notebooks/{path.name}')}\n{rest}"
     notes = REPO / "docs" / "notes" / f"{path.name[:2]}.md"
     if edition == "instructor" and notes.exists():
         text = handouts._demoted(notes.read_text(), 1).replace("](../", "](../docs/")
-        extra.append(handouts._markdown(text, notes=True))  # links: from docs/notes/ to notebooks/
-    nb.cells[1:1] = extra
+        nb.cells.insert(1, handouts._markdown(text, notes=True))  # links from notebooks/
     return nb
 
 

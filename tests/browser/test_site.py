@@ -48,7 +48,7 @@ READ_PAGE = """() => ({
   ids: [...document.querySelectorAll('[id]')].map(e => e.id),
   images: [...document.images].map(i => ({src: i.getAttribute('src'), alt: i.getAttribute('alt'),
                                           loaded: i.complete && i.naturalWidth > 0})),
-  marked: document.querySelectorAll('.tag_solution, .tag_instructor, .handout-notes').length,
+  marked: document.querySelectorAll('.tag_solution, .tag_instructor, .handout-notes, .tag_handout-notes').length,
   text: document.body.innerText,
 })"""
 
