@@ -1,6 +1,6 @@
 """The lesson site (`make site`) as a reader sees it: every page of both views, in a real browser.
 
-The site is built (scripts/site.py, into ``site/``) unless it is newer than everything it is
+The site is built (scripts/lesson_site.py, into ``site/``) unless it is newer than everything it is
 made from. Debian's chromium, driven by playwright, opens every page of the learner and the
 instructor view from disk and checks:
 
@@ -35,7 +35,7 @@ VIEWS = ("learner", "instructor")
 SHOTS = REPO / ".browser-screenshots"
 REQUIRE = os.environ.get("RACELAB_REQUIRE_BROWSER") == "1"
 CHROMIUM = os.environ.get("RACELAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-SOURCES = ["README.md", "docs", "notebooks", "scripts/site.py", "scripts/handouts.py"]
+SOURCES = ["README.md", "docs", "notebooks", "scripts/lesson_site.py", "scripts/handouts.py"]
 SCREENSHOTS = {
     "learner/index.html": "site-home",
     "learner/notebooks/01_get_then_incr.html": "site-01",
@@ -83,7 +83,7 @@ def site(request: pytest.FixtureRequest) -> Path:
         return SITE
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "site.py"), "--out", str(SITE)],
+        [sys.executable, str(REPO / "scripts" / "lesson_site.py"), "--out", str(SITE)],
         capture_output=True,
         text=True,
     )
