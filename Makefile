@@ -104,7 +104,7 @@ handouts: $(STAMP) ## Student and instructor editions, HTML and PDF (needs chrom
 	$(PY) scripts/handouts.py --out handouts
 
 site: $(STAMP) ## The lesson site, learner and instructor views (offline, stored outputs, no execution), in site/
-	$(PY) scripts/site.py --out site
+	$(PY) scripts/lesson_site.py --out site
 
 clean: ## Remove caches (keeps .venv and .redis)
 	rm -rf .pytest_cache .hypothesis handouts site build/site-src **/__pycache__
