@@ -38,6 +38,8 @@ from nbconvert.preprocessors import TagRemovePreprocessor
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import handouts  # noqa: E402 - the handouts' cell selection, reused (scripts/ is not a package)
 
+from helpers.errors import RaceLabError  # noqa: E402
+
 REPO = handouts.REPO
 VIEWS = {"learner": "student", "instructor": "instructor"}  # view -> handout edition
 SOURCE_ROOT = REPO / "build" / "site-src"
@@ -53,7 +55,7 @@ CSS = """
 """
 
 
-class SiteError(RuntimeError):
+class SiteError(RaceLabError, RuntimeError):
     """The site cannot be built (a missing source, a Sphinx warning, ...)."""
 
 
@@ -78,7 +80,7 @@ def launch_line(binder: str, path: str) -> str:
 def home_page(readme: str, workshop: str, view: str) -> str:
     """Return index.md: the README's story and the schedule, then the table of contents."""
     story = readme.split("\n## ", 1)[0]
-    story = BADGE.sub("", story).strip()
+    story = BADGE.sub(r"[Launch the notebooks on Binder](\1)", story).strip()  # no badge image
     schedule = workshop.split("\n## Schedule\n", 1)[1].split("\n## ", 1)[0]
     schedule = schedule.replace("](../notebooks/", "](notebooks/").replace(
         "](#", "](docs/workshop.md#"
