@@ -7,7 +7,7 @@ LOCK   := requirements.lock
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference notebooks sync-notebooks record handouts clean
+.PHONY: help venv lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference notebooks sync-notebooks record handouts site clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -105,8 +105,11 @@ record: $(STAMP) ## Re-run the demos that need a redis-server and save their out
 handouts: $(STAMP) ## Student and instructor editions, HTML and PDF (needs chromium), in handouts/
 	$(PY) scripts/handouts.py --out handouts
 
+site: $(STAMP) ## The lesson site, learner and instructor views (offline, stored outputs, no execution), in site/
+	$(PY) scripts/lesson_site.py --out site
+
 clean: ## Remove caches (keeps .venv and .redis)
-	rm -rf .pytest_cache .hypothesis .mypy_cache handouts **/__pycache__
+	rm -rf .pytest_cache .hypothesis .mypy_cache handouts site build/site-src **/__pycache__
 
 # Runs even before `make lab` has made .venv (then that is the one ✗), so it needs no $(STAMP).
 .PHONY: doctor

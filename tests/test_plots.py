@@ -1,21 +1,47 @@
-"""helpers.instruments.plots: every timing plot has a title, axis units, a legend, and renders to PNG."""
+"""helpers.instruments.plots: every plot has a title, axis units, a legend, alt text and one style.
+
+Every plot function is rendered on sample data (long names and notes included) and checked: alt
+text with a number in it, displayed as the image's alt; no two series with the same colour and
+marker; no text outside the figure and no title wider than its axes (matplotlib's tight bounding
+box); a transparent figure around a white plotting area; bar labels at WCAG AA contrast.
+"""
 
 from __future__ import annotations
 
+import base64
+import html
+import io
 from pathlib import Path
+from typing import Any
 
+import matplotlib.image
 import pytest
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_hex
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
 
+from helpers.instruments.history import Op, Span
 from helpers.instruments.plots import (
+    PALETTE,
     LabFigure,
+    alt_text,
     color_of,
+    contrast,
     cost_vs_size,
+    draw_relative_costs,
+    draw_rtt_sweep,
     latency_cdf,
     plain_number,
+    plot_timeline,
+    plural,
     retries_vs_contention,
+    schedule_grid,
+    subplots,
+    text_color_on,
     throughput_vs_clients,
 )
+from helpers.instruments.reference import reference
 
 ROWS = {
     "naive": [
@@ -90,3 +116,155 @@ def test_palette_and_numbers_are_stable() -> None:
 def test_figures_display_as_png_without_pyplot() -> None:
     fig = throughput_vs_clients(ROWS)
     assert isinstance(fig, LabFigure) and fig._repr_png_().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+# --- one style for every plot: alt text, distinct series, text that fits ----------------------
+
+
+def _exploration() -> Any:
+    from helpers.instruments.explore import Exploration, Outcome
+
+    orders = ["AABB", "ABAB", "ABBA", "BAAB", "BABA", "BBAA"]
+    outcomes = [Outcome(s, s in ("AABB", "BBAA"), {}, "") for s in orders]
+    return Exploration(outcomes=outcomes, clients=["A", "B"])
+
+
+def _sweep() -> Any:
+    from helpers.instruments.rtt import RttSweep
+
+    rtts = (0.0, 0.1, 1.0)
+    sweep = RttSweep(rtts_ms=rtts, backend="embedded")
+    for name, trips in (("naive GET then INCR", 2), ("Lua script", 1)):
+        sweep.wall_ns[name] = {r: [50_000] * 3 for r in rtts}
+        sweep.cpu_ns[name] = {r: [40_000] * 3 for r in rtts}
+        sweep.waited_ns[name] = {r: [int(r * 1e6) * trips] * 3 for r in rtts}
+        sweep.trips[name] = {r: [trips] * 3 for r in rtts}
+    return sweep
+
+
+def _timeline() -> Figure:
+    history = [
+        Op("A", "SET lock NX PX", 0, 2 * MS, True),
+        Op("B", "SET lock NX PX", 1 * MS, 3 * MS, False),
+        Op("B", "SET lock NX PX", 6 * MS, 7 * MS, True),
+        Op("A", "DEL lock", 8 * MS, 9 * MS, 1),
+    ]
+    spans = [Span("A", 2 * MS, 8 * MS), Span("B", 7 * MS, 12 * MS)]
+    return plot_timeline(history, spans, title="Two holders of one lock", note="toy history")
+
+
+def _costs_figure() -> Figure:
+    fig, (left, right) = subplots(2, 1, figsize=(8, 9))
+    draw_relative_costs(left, reference("ratelimit_cost"))
+    draw_rtt_sweep(right, _sweep())
+    return fig
+
+
+MS = 1_000_000
+LONG_NOTE = (
+    "embedded backend: every command runs in this Python process, so these are Python's numbers"
+)
+SAMPLES = {
+    "latency_cdf": lambda: latency_cdf(
+        {name: [1000 * (i + 1) * k for k in range(1, 200)] for i, name in enumerate("abcdefgh")},
+        note=LONG_NOTE,
+    ),
+    "throughput_vs_clients": lambda: throughput_vs_clients(
+        {f"strategy {i}": ROWS["naive"] for i in range(9)}, note=LONG_NOTE
+    ),
+    "retries_vs_contention": lambda: retries_vs_contention(
+        {"WATCH": [{"clients": 2, "median": 0.5}, {"clients": 16, "median": 3.0}]}
+    ),
+    "cost_vs_size": lambda: cost_vs_size(
+        {
+            "HGETALL then HSETNX": [{"size": 100, "median": 2e-5}, {"size": 1e5, "median": 2e-2}],
+            "Lua get-or-put": [{"size": 100, "median": 1e-5}, {"size": 1e5, "median": 1e-5}],
+        },
+        title="Registering one string against the dictionary's size, with a long title",
+        note=LONG_NOTE,
+    ),
+    "schedule_grid": lambda: schedule_grid(_exploration()),
+    "plot_timeline": _timeline,
+    "relative costs and RTT sweep": _costs_figure,
+}
+
+
+def _series_keys(ax: Any) -> list[tuple[Any, ...]]:
+    """Return (colour, marker or hatch) of each labelled series drawn on ax."""
+    keys = []
+    for line in ax.get_lines():
+        if not line.get_label().startswith("_"):
+            keys.append((to_hex(line.get_color()), line.get_marker()))
+    for container in ax.containers:
+        if isinstance(container, BarContainer) and not container.get_label().startswith("_"):
+            bar = container.patches[0]
+            keys.append((to_hex(bar.get_facecolor()), bar.get_hatch()))
+        elif hasattr(container, "lines") and not container.get_label().startswith("_"):
+            data = container.lines[0]
+            keys.append((to_hex(data.get_color()), data.get_marker()))
+    return keys
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_every_plot_has_alt_text_with_its_key_number(name: str) -> None:
+    fig = SAMPLES[name]()
+    alt = alt_text(fig)
+    assert alt.endswith(".") and len(alt.split()) >= 10, alt
+    assert any(ch.isdigit() for ch in alt), f"no number in the alt text: {alt}"
+    bundle, metadata = fig._repr_mimebundle_()
+    assert metadata == {"image/png": {"alt": alt}} and bundle["text/plain"] == alt
+    assert bundle["text/html"].startswith(f'<img alt="{html.escape(alt)}" src="data:image/png')
+    assert base64.b64decode(bundle["image/png"]).startswith(b"\x89PNG")
+    assert "(s)" not in alt and "1 round trips" not in alt and "1 clients" not in alt
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_no_two_series_share_colour_and_marker(name: str) -> None:
+    fig = SAMPLES[name]()
+    for ax in fig.axes:
+        keys = _series_keys(ax)
+        assert len(keys) == len(set(keys)), f"{name}: series share colour and marker: {keys}"
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_no_text_overflows_its_figure_or_its_axes(name: str) -> None:
+    fig = SAMPLES[name]()
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    fig.draw(renderer)
+    tight = fig.get_tightbbox(renderer)  # inches
+    width, height = fig.get_size_inches()
+    assert tight.x0 >= -0.05 and tight.y0 >= -0.05, f"{name}: text outside the figure: {tight}"
+    assert tight.x1 <= width + 0.05 and tight.y1 <= height + 0.05, f"{name}: {tight} > figure"
+    for ax in fig.axes:
+        box = ax.get_window_extent(renderer)
+        title = ax.title.get_window_extent(renderer)
+        assert title.width <= box.width + 2, (
+            f"{name}: title wider than its axes: {ax.get_title()!r}"
+        )
+
+
+@pytest.mark.parametrize("name", SAMPLES)
+def test_figures_are_transparent_around_a_white_plot_area(name: str) -> None:
+    fig = SAMPLES[name]()
+    png = matplotlib.image.imread(io.BytesIO(fig.png()))
+    assert png.shape[2] == 4 and png[0, 0, 3] == 0, "the corner should be transparent"
+    assert all(to_hex(ax.get_facecolor()) == "#ffffff" for ax in fig.axes)
+
+
+def test_labels_on_bars_meet_wcag_aa_contrast() -> None:
+    for color in PALETTE:
+        assert contrast(text_color_on(color), color) >= 4.5, color
+    ax = _timeline().axes[0]
+    assert ax.texts and all(t.get_color() in ("black", "white") for t in ax.texts)
+    assert contrast("white", "#E69F00") < 4.5 < contrast("black", "#E69F00")  # labels on orange
+
+
+def test_plurals() -> None:
+    assert [plural(1, "client"), plural(2, "client"), plural(1, "round trip")] == [
+        "1 client",
+        "2 clients",
+        "1 round trip",
+    ]
+    assert (
+        plural(3, "strategy", "strategies") == "3 strategies" and plural(1.5, "trip") == "1.5 trips"
+    )

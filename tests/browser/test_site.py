@@ -1,0 +1,227 @@
+"""The lesson site (`make site`) as a reader sees it: every page of both views, in a real browser.
+
+The site is built (scripts/lesson_site.py, into ``site/``) unless it is newer than everything it is
+made from. Debian's chromium, driven by playwright, opens every page of the learner and the
+instructor view from disk and checks:
+
+- every internal link leads to a page that exists, and its ``#anchor`` to an element on it;
+- every image loaded (naturalWidth > 0) and has alt text: a sentence, not a file name;
+- the learner view holds no solution and no instructor note (no cell marked ``solution`` and no
+  line that only a solution cell has), while the instructor view shows them.
+
+Screenshots of the learner home page and of notebook 01's page go to ``.browser-screenshots/``
+(git-ignored). As in test_jupyterlab.py, the tests skip without playwright or chromium unless
+RACELAB_REQUIRE_BROWSER=1 (.ci/run), and `pytest tests` skips them (`make test-browser` runs them).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SITE = REPO / "site"
+VIEWS = ("learner", "instructor")
+SHOTS = REPO / ".browser-screenshots"
+REQUIRE = os.environ.get("RACELAB_REQUIRE_BROWSER") == "1"
+CHROMIUM = os.environ.get("RACELAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+SOURCES = ["README.md", "docs", "notebooks", "scripts/lesson_site.py", "scripts/handouts.py"]
+SCREENSHOTS = {
+    "learner/index.html": "site-home",
+    "learner/notebooks/01_get_then_incr.html": "site-01",
+}
+NOT_PAGES = {"genindex.html", "search.html"}  # Sphinx's own pages: no lesson content
+
+# What each page holds, read in the browser: links, ids, images, solution marks and text.
+READ_PAGE = """() => ({
+  links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href')),
+  ids: [...document.querySelectorAll('[id]')].map(e => e.id),
+  images: [...document.images].map(i => ({src: i.getAttribute('src'), alt: i.getAttribute('alt'),
+                                          loaded: i.complete && i.naturalWidth > 0})),
+  marked: document.querySelectorAll('.tag_solution, .tag_instructor, .handout-notes, .tag_handout-notes').length,
+  text: document.body.innerText,
+})"""
+
+
+def _no_browser(reason: str) -> None:
+    if REQUIRE:
+        pytest.fail(f"RACELAB_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
+    pytest.skip(f"no browser: {reason}")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def asked_for(request: pytest.FixtureRequest) -> None:
+    """Skip unless the run names this folder or file: `pytest tests` does not start a browser."""
+    here = Path(__file__).resolve()
+    for arg in request.config.args:
+        if Path(arg.split("::")[0]).resolve() in (here, here.parent):
+            return
+    pytest.skip("real-browser tests: run `make test-browser` (pytest tests/browser)")
+
+
+def _newest_source() -> float:
+    paths = [REPO / s for s in SOURCES]
+    files = [f for p in paths for f in ([p] if p.is_file() else p.rglob("*")) if f.is_file()]
+    return max(f.stat().st_mtime for f in files)
+
+
+@pytest.fixture(scope="module")
+def site(request: pytest.FixtureRequest) -> Path:
+    """Return site/, built now unless both views are newer than every source."""
+    stamps = [SITE / view / "index.html" for view in VIEWS]
+    if all(s.exists() and s.stat().st_mtime > _newest_source() for s in stamps):
+        return SITE
+    start = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "lesson_site.py"), "--out", str(SITE)],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, f"make site failed:\n{done.stdout}\n{done.stderr}"
+    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(f"\nsite: built in {time.monotonic() - start:.1f} s\n{done.stdout}")
+    return SITE
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """Yield Debian's chromium, launched headless by playwright."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _no_browser("playwright is not installed (pip install -e '.[test]')")
+    if not Path(CHROMIUM).is_file():
+        _no_browser(
+            f"no chromium at {CHROMIUM} (apt-get install chromium, or set RACELAB_CHROMIUM)"
+        )
+    with sync_playwright() as playwright:
+        try:
+            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        except Exception as exc:  # any launch failure is the one-line reason
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            _no_browser(f"chromium at {CHROMIUM} did not start: {first}")
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+@pytest.fixture(scope="module")
+def pages(site: Path, browser: Any) -> dict[str, dict[str, Any]]:
+    """Return what every page of both views holds, keyed by its path under site/."""
+    seen: dict[str, dict[str, Any]] = {}
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        for view in VIEWS:
+            for path in sorted((site / view).rglob("*.html")):
+                name = path.relative_to(site).as_posix()
+                page.goto(path.as_uri(), wait_until="load")
+                seen[name] = page.evaluate(READ_PAGE)
+                if name in SCREENSHOTS:
+                    SHOTS.mkdir(exist_ok=True)
+                    shot = SHOTS / f"{SCREENSHOTS[name]}.png"
+                    page.screenshot(path=str(shot), full_page=name.endswith("index.html"))
+    finally:
+        page.close()
+    return seen
+
+
+def _target(site: Path, page: str, href: str) -> tuple[str, str] | None:
+    """Return (page path under site/, anchor) of an internal link, None for an external one."""
+    parts = urlsplit(href)
+    if parts.scheme or parts.netloc or href.startswith("mailto:"):
+        return None
+    base = (site / page).parent
+    target = (base / unquote(parts.path)).resolve() if parts.path else (site / page).resolve()
+    if target.is_dir():
+        target = target / "index.html"
+    try:
+        name = target.relative_to(site.resolve()).as_posix()
+    except ValueError:
+        name = str(target)  # outside the site: reported as broken below
+    return name, unquote(parts.fragment)
+
+
+def test_both_views_have_every_notebook_and_the_glossary(pages: dict[str, dict[str, Any]]) -> None:
+    notebooks = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    for view in VIEWS:
+        have = {name.split("/", 1)[1] for name in pages if name.startswith(view + "/")}
+        wanted = {f"notebooks/{n}.html" for n in notebooks} | {"index.html", "docs/glossary.html"}
+        assert wanted <= have, f"{view} view lacks {sorted(wanted - have)}"
+        for n in notebooks:
+            text = pages[f"{view}/notebooks/{n}.html"]["text"]
+            assert "launch it on Binder" in text and "make lab" in text, f"{n}: no launch line"
+    assert "Schedule" in pages["learner/index.html"]["text"]
+
+
+def test_no_broken_internal_link(site: Path, pages: dict[str, dict[str, Any]]) -> None:
+    broken = []
+    for name, seen in pages.items():
+        for href in seen["links"]:
+            found = _target(site, name, href)
+            if found is None:
+                continue
+            page, anchor = found
+            if page not in pages:
+                broken.append(f"{name}: {href} (no page {page})")
+            elif anchor and anchor not in pages[page]["ids"]:
+                broken.append(f"{name}: {href} (no #{anchor} on {page})")
+    assert not broken, f"{len(broken)} broken internal links:\n" + "\n".join(broken[:40])
+
+
+def test_every_image_loads_and_has_alt_text(pages: dict[str, dict[str, Any]]) -> None:
+    missing, no_alt = [], []
+    for name, seen in pages.items():
+        for image in seen["images"]:
+            if not image["loaded"]:
+                missing.append(f"{name}: {image['src'][:80]}")
+            alt = (image["alt"] or "").strip()
+            src_name = Path(urlsplit(image["src"] or "").path).name
+            if len(alt.split()) < 4 or alt.endswith(".png") or src_name and src_name in alt:
+                no_alt.append(f"{name}: {src_name or image['src'][:40]} (alt {alt[:60]!r})")
+    assert not missing, f"{len(missing)} images did not load:\n" + "\n".join(missing)
+    assert not no_alt, f"{len(no_alt)} images without alt text:\n" + "\n".join(no_alt)
+
+
+def _solution_lines(path: Path) -> list[str]:
+    """Return, per solution cell, its longest line that no other cell of the notebook has."""
+    nb = nbformat.read(path, as_version=4)
+    others = "\n".join(c.source for c in nb.cells if "solution" not in c.metadata.get("tags", []))
+    lines = []
+    for cell in nb.cells:
+        if "solution" in cell.metadata.get("tags", []):
+            own = [ln.strip() for ln in cell.source.splitlines() if ln.strip() not in others]
+            if own:
+                lines.append(max(own, key=len))
+    return lines
+
+
+def test_solutions_only_in_the_instructor_view(pages: dict[str, dict[str, Any]]) -> None:
+    checked = 0
+    for path in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        learner = pages[f"learner/notebooks/{path.stem}.html"]
+        instructor = pages[f"instructor/notebooks/{path.stem}.html"]
+        assert learner["marked"] == 0, f"{path.stem}: the learner view shows solution/notes cells"
+        for line in _solution_lines(path):
+            assert line not in learner["text"], f"{path.stem}: learner view shows {line!r}"
+            assert line in instructor["text"], f"{path.stem}: instructor view lacks {line!r}"
+            checked += 1
+    assert checked >= 8, f"only {checked} solution lines found: are solutions still tagged?"
+    assert any(p["marked"] for n, p in pages.items() if n.startswith("instructor/notebooks/"))
+
+
+def test_two_screenshots_are_saved(pages: dict[str, dict[str, Any]]) -> None:
+    for shot in SCREENSHOTS.values():
+        path = SHOTS / f"{shot}.png"
+        assert path.exists() and path.stat().st_size > 10_000, f"no screenshot {path}"

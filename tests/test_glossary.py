@@ -1,0 +1,148 @@
+"""docs/glossary.md: every candidate term the notebooks' prose uses has an entry.
+
+CANDIDATES lists the words the suite gives a precise meaning, each with the pattern that finds it
+in a markdown cell (plurals and variants included) and the glossary entry that must explain it.
+A term in the list that a notebook uses and the glossary lacks fails the test; so does an entry
+that is empty or a link to an entry that does not exist.
+
+``python tests/test_glossary.py`` prints where each term is first used (notebook, cell, whether
+it is already bold and linked), the list the linking pass works from.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+GLOSSARY = REPO / "docs" / "glossary.md"
+NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+# glossary entry -> pattern that finds the term in notebook prose (case-sensitive: (?i:...) where
+# either case is meant, so that "Functions" (Redis's) and "BUSY" (the error) are told apart)
+CANDIDATES = {
+    "Atomic": r"(?i:\batomic(ally|ity)?\b)",
+    "Backend": r"(?i:\bbackends?\b)",
+    "Check-then-act": r"(?i:\bcheck[- ]then[- ](act|write)\b)|\bTOCTOU\b",
+    "Compare-and-set": r"(?i:\bcompare[- ]and[- ](set|swap)\b)",
+    "Digest": r"(?i:\bdigests?\b)",
+    "Equivalence class": r"(?i:\bequivalence class(es)?\b)",
+    "Exploration": r"(?i:\bexplor(ation|ations|er|e|es|ed)\b)",
+    "Failover": r"(?i:\bfail ?overs?\b)",
+    "Fencing token": r"(?i:\bfenc(e|es|ing)\b)",
+    "Function": r"\bFunctions?\b",
+    "Hash slot": r"(?i:\bhash slots?\b)|\bCROSSSLOT\b",
+    "History": r"(?i:\bhistor(y|ies)\b)",
+    "Idempotent": r"(?i:\bidempoten(t|ce|cy)\b)",
+    "Interleaving": r"(?i:\binterleav(ing|ings|ed)\b)",
+    "Invariant": r"(?i:\binvariants?\b)",
+    "Lease": r"(?i:\bleases?\b)",
+    "Linearizable": r"(?i:\blineari[sz]ab(le|ility)\b)",
+    "Lock token": r"(?i:\b(lock|owner) tokens?\b)",
+    "Lost update": r"(?i:\blost updates?\b|\bloses? (an |one |the )?updates?\b)",
+    "Lua script": r"\bLua scripts?\b|\bEVALSHA\b",
+    "Mutual exclusion": r"(?i:\bmutual(ly)? exclusi(on|ve)\b)",
+    "Optimistic transaction": r"(?i:\boptimistic\b)|\bWATCH\b",
+    "Pipeline": r"(?i:\bpipelin(e|es|ed|ing)\b)",
+    "Race condition": r"(?i:\brace conditions?\b)",
+    "Rate limiter": r"(?i:\brate[- ]limit(er|ers|ing)?\b|\bfixed[- ]window\b)",
+    "Read-modify-write": r"(?i:\bread[- ]modify[- ]write\b)",
+    "Replica": r"(?i:\breplicas?\b|\breplication\b)",
+    "Round trip": r"(?i:\bround[- ]trips?\b)|\bRTTs?\b",
+    "Sandbox": r"(?i:\bsandbox(ed)?\b)",
+    "Schedule": r"(?i:\bschedules?\b)",
+    "Script runaway": r"(?i:\brunaway\b)|\bBUSY\b|\bSCRIPT KILL\b",
+}
+URL = re.compile(r"\]\([^)]*\)")
+LINK = re.compile(r"\]\((?:\.\./)?(?:docs/)?glossary\.md#([a-z0-9-]+)\)")
+
+
+@dataclass(frozen=True)
+class FirstUse:
+    """Where a glossary term first appears in the notebooks, in order."""
+
+    term: str
+    notebook: str
+    cell: int
+    text: str
+    linked: bool
+
+
+def entries(text: str) -> dict[str, str]:
+    """Return the glossary's entries: heading -> definition text."""
+    parts = re.split(r"^## (.+)$", text, flags=re.M)
+    return {parts[i].strip(): parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
+
+
+def anchor(heading: str) -> str:
+    """Return the anchor of a heading, as GitHub and the site (MyST) make it."""
+    return re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
+
+
+def prose(path: Path) -> list[tuple[int, str]]:
+    """Return (cell index, source) of each markdown cell of a notebook."""
+    nb = nbformat.read(path, as_version=4)
+    return [(i, c.source) for i, c in enumerate(nb.cells) if c.cell_type == "markdown"]
+
+
+def first_uses(notebooks: list[Path] = NOTEBOOKS) -> dict[str, FirstUse]:
+    """Return, for each candidate term the notebooks use, its first use in notebook order."""
+    found: dict[str, FirstUse] = {}
+    for path in notebooks:
+        for index, source in prose(path):
+            text = URL.sub("]", source)  # a link's address is not prose
+            for term, pattern in CANDIDATES.items():
+                match = re.search(pattern, text)
+                if term in found or match is None:
+                    continue
+                line = text[text.rfind("\n", 0, match.start()) + 1 :].split("\n")[0]
+                linked = f"glossary.md#{anchor(term)}" in source
+                found[term] = FirstUse(term, path.name, index, line.strip()[:90], linked)
+    return found
+
+
+def test_every_candidate_term_the_notebooks_use_has_an_entry() -> None:
+    glossary = entries(GLOSSARY.read_text())
+    missing = sorted(set(first_uses()) - set(glossary))
+    assert not missing, f"docs/glossary.md lacks entries for terms the notebooks use: {missing}"
+
+
+def test_candidates_are_found_and_entries_are_real() -> None:
+    glossary = entries(GLOSSARY.read_text())
+    used = first_uses()
+    for term in ("Round trip", "Schedule", "Invariant", "Lease", "Fencing token"):
+        assert term in used, f"{term!r} was not found in any notebook: is its pattern right?"
+    for heading, definition in glossary.items():
+        assert len(definition.split()) >= 12, f"glossary entry {heading!r} is too short"
+    assert list(glossary) == sorted(glossary, key=str.lower), "entries are not alphabetical"
+
+
+def test_every_link_to_the_glossary_names_an_entry() -> None:
+    anchors = {anchor(h) for h in entries(GLOSSARY.read_text())}
+    sources = [("docs/glossary.md", GLOSSARY.read_text())]
+    sources += [(p.name, s) for p in NOTEBOOKS for _, s in prose(p)]
+    broken = [(name, a) for name, text in sources for a in LINK.findall(text) if a not in anchors]
+    assert not broken, f"links to glossary entries that do not exist: {broken}"
+
+
+@pytest.mark.parametrize(
+    "heading,expected", [("Round trip", "round-trip"), ("Check-then-act", "check-then-act")]
+)
+def test_anchor_matches_markdown_slugs(heading: str, expected: str) -> None:
+    assert anchor(heading) == expected
+
+
+if __name__ == "__main__":
+    uses = first_uses()
+    print(f"{'term':<24}{'first used in':<40}{'cell':>5}  linked  line")
+    for use in sorted(uses.values(), key=lambda u: (u.notebook, u.cell)):
+        mark = "yes" if use.linked else "no"
+        print(f"{use.term:<24}{use.notebook:<40}{use.cell:>5}  {mark:<6}  {use.text}")
+    unused = sorted(set(CANDIDATES) - set(uses))
+    print(f"\n{len(uses)} of {len(CANDIDATES)} candidate terms used; not used: {unused or 'none'}")
+    sys.exit(0)
