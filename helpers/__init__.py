@@ -10,7 +10,7 @@ What a learner imports comes from here, e.g. ``from helpers import Race, connect
 * ``Invariant(name, sentence, check)``: what must hold after a race, said in words;
 * ``run_schedule``, ``explore``, ``Stepper``, ``lease_expires``, ``run_clients``: the instruments
   a ``Race`` calls, for notebooks that use one of them alone;
-* ``plot_timeline`` and the other plots; ``lease_span``, ``hold_spans``: the spans it shades
+* ``plot_timeline``, ``cost_vs_size`` and the other plots; ``lease_span``, ``hold_spans``: the spans it shades
   (``RunResult.overlaps`` finds two clients holding one at once);
 * ``count_work``, ``rtt_sweep``, ``relative_cost``: what each strategy costs (exact round trips and
   commands, cost as the network slows, real-server figures relative to the naive version);
@@ -29,7 +29,7 @@ from helpers.instruments.history import hold_spans, lease_span
 from helpers.instruments.invariant import Invariant
 from helpers.instruments.listing import show
 from helpers.instruments.load import repeat_runs, run_clients
-from helpers.instruments.plots import plot_timeline
+from helpers.instruments.plots import cost_vs_size, plot_timeline
 from helpers.instruments.reference import relative_cost
 from helpers.instruments.rtt import rtt_sweep
 from helpers.instruments.scenario import Race
@@ -52,6 +52,7 @@ __all__ = [
     "lease_expires",
     "lease_span",
     "lua",
+    "cost_vs_size",
     "plot_timeline",
     "relative_cost",
     "repeat_runs",

@@ -79,9 +79,9 @@ def test_embedded_plots_the_reference_with_its_provenance() -> None:
         costs = relative_cost(lab, ratelimit.REFERENCE)
     assert costs.source == "reference" and costs.provenance.startswith("reference: Redis 8.")
     assert costs.ratio("naive", 1) == 1 and costs.ratio("naive", 8) == 1
-    ax = costs.plot()
+    (ax,) = costs.plot().axes
     assert "reference" in ax.get_title() and ax.get_ylabel() and ax.get_xlabel()
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["1 client(s)", "8 client(s)"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["1 client", "8 clients"]
     assert costs.table().splitlines()[1].split()[:3] == ["naive", "1.00x", "1.00x"]
     assert reference("ratelimit_cost", "python").parser == "python"
 

@@ -85,7 +85,7 @@ def test_fewer_round_trips_cost_less_at_1_ms_with_both_cores_busy(
 
 
 def test_the_plot_has_a_title_axis_labels_and_a_legend(lab: Lab) -> None:
-    ax = rtt_sweep(lab, limiters(lab), rtts_ms=(0, 0.1), ops=2).plot()
+    (ax,) = rtt_sweep(lab, limiters(lab), rtts_ms=(0, 0.1), ops=2).plot().axes
     assert ax.get_title() and "(ms)" in ax.get_xlabel() and "ms" in ax.get_ylabel()
     assert [t.get_text() for t in ax.get_legend().get_texts()][0] == "naive (2 round trips)"
 

@@ -36,6 +36,7 @@ from helpers.instruments.measure import compare_strategies
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 RESULTS_DIR = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
 CLIENTS = (1, 8)
@@ -227,27 +228,15 @@ class CostFigures:
     def __repr__(self) -> str:
         return self.table()
 
-    def plot(self, ax: Axes | None = None) -> Axes:
-        """Draw grouped bars of each strategy's relative cost at each client count; return the Axes."""
-        import matplotlib.pyplot as plt  # noqa: PLC0415 - only when plotting
+    def plot(self, ax: Axes | None = None) -> Axes | Figure:
+        """Draw the relative costs on ax and return it; without ax, return a new Figure (alt text)."""
+        from helpers.instruments.plots import draw_relative_costs, subplots  # noqa: PLC0415
 
-        if ax is None:
-            _, ax = plt.subplots(figsize=(8, 4))
-        counts, names = list(self.ratios), self.names
-        width = 0.8 / len(counts)
-        for i, c in enumerate(counts):
-            xs = [j + (i - (len(counts) - 1) / 2) * width for j in range(len(names))]
-            ax.bar(xs, [self.ratio(n, int(c)) for n in names], width, label=f"{c} client(s)")
-        ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-        ax.set_xticks(range(len(names)), names, rotation=20, ha="right")
-        ax.set_ylabel(f"time per request / {self.baseline}'s (x)")
-        ax.set_xlabel("strategy")
-        ax.set_title(
-            f"{self.title}: cost relative to {self.baseline} ({self.source})\n{self.provenance}",
-            fontsize="medium",
-        )
-        ax.legend(title="clients (threads)")
-        return ax
+        if ax is not None:
+            return draw_relative_costs(ax, self)
+        fig, ax = subplots(figsize=(8, 4.5))
+        draw_relative_costs(ax, self)
+        return fig
 
 
 def reference_path(name: str) -> Path:

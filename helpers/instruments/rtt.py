@@ -41,6 +41,7 @@ from helpers.backend.modes import mode_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 Strategy = Callable[[redis.Redis], Any]
 DEFAULT_RTTS_MS = (0.0, 0.1, 1.0)
@@ -139,24 +140,15 @@ class RttSweep:
     def __repr__(self) -> str:
         return self.table()
 
-    def plot(self, ax: Axes | None = None) -> Axes:
-        """Draw ms per operation against RTT, one line per strategy; return the matplotlib Axes."""
-        import matplotlib.pyplot as plt  # noqa: PLC0415 - only when plotting
+    def plot(self, ax: Axes | None = None, title: str | None = None) -> Axes | Figure:
+        """Draw ms per operation against RTT on ax and return it; without ax, a new Figure."""
+        from helpers.instruments.plots import draw_rtt_sweep, subplots  # noqa: PLC0415
 
-        if ax is None:
-            _, ax = plt.subplots(figsize=(7, 4))
-        for name in self.names:
-            costs = [self.cost_ms(name, r) for r in self.rtts_ms]
-            label = f"{name} ({self.round_trips[name]:g} round trips)"
-            ax.plot(self.rtts_ms, costs, marker="o", label=label)
-        ax.set_xlabel("network round-trip time added per round trip (ms)")
-        ax.set_ylabel("time per operation (ms, median)")
-        ax.set_ylim(bottom=0)
-        ax.set_title(f"Cost per operation as the network slows ({self.backend} backend)")
-        ax.set_xticks(list(self.rtts_ms))
-        ax.grid(True, alpha=0.3)
-        ax.legend(loc="upper left", fontsize="small")
-        return ax
+        if ax is not None:
+            return draw_rtt_sweep(ax, self, title)
+        fig, ax = subplots(figsize=(7, 4.5))
+        draw_rtt_sweep(ax, self, title)
+        return fig
 
 
 def rtt_sweep(

@@ -52,7 +52,7 @@ import redis
 
 from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
-from helpers.instruments.history import Op
+from helpers.instruments.history import Op, Span, hold_spans
 
 Actor = Callable[[Any], Any]
 MISSING = "nil"
@@ -250,6 +250,12 @@ class Trace:
     def history(self) -> list[Op]:
         """Return the steps as Ops in logical time (step n runs from n-1 to n), for timelines."""
         return [Op(row.client, row.command, row.step - 1, row.step, row.reply) for row in self.rows]
+
+    def spans(
+        self, acquired: Callable[[Op], bool], released: Callable[[Op], bool], label: str
+    ) -> list[Span]:
+        """Return each client's spans from an op where acquired(op) to its next released(op)."""
+        return hold_spans(self.history(), acquired, released, label)
 
 
 def parse_schedule(schedule: str | Sequence[str]) -> list[str]:
