@@ -76,7 +76,7 @@ def bare_loop(client: redis.Redis, key: str, ops: int) -> float:
 def plain_client(lab: Lab, parser_class: type | None = None) -> redis.Redis:
     """Return a redis-py client of lab's server (not a cluster), no client mode, default parser."""
     if lab.kind == "embedded":
-        return embedded.plain_client(lab._server, decode_responses=True)
+        return embedded.plain_client(lab.fake_server, decode_responses=True)
     if lab.url is None:
         raise ValueError(f"a {lab.kind} lab without a URL has no server to connect to")
     extra = {} if parser_class is None else {"parser_class": parser_class}
