@@ -43,7 +43,7 @@ from typing import Any
 import redis
 
 from helpers.backend import embedded
-from helpers.backend.lab import PYTHON_PARSER, Lab, connect, hiredis_version
+from helpers.backend.lab import PYTHON_PARSER, Client, Lab, connect, hiredis_version
 from helpers.backend.server import find_binary
 from helpers.instruments.load import run_clients, run_processes
 from helpers.instruments.schedule import ScheduleRun
@@ -64,7 +64,7 @@ def noop(client: redis.Redis) -> None:
     return None
 
 
-def bare_loop(client: redis.Redis, key: str, ops: int) -> float:
+def bare_loop(client: Client, key: str, ops: int) -> float:
     """Return ns per INCR of client in a plain loop (no harness), after one PING to connect."""
     client.ping()
     started = time.perf_counter_ns()
@@ -76,7 +76,7 @@ def bare_loop(client: redis.Redis, key: str, ops: int) -> float:
 def plain_client(lab: Lab, parser_class: type | None = None) -> redis.Redis:
     """Return a redis-py client of lab's server (not a cluster), no client mode, default parser."""
     if lab.kind == "embedded":
-        return embedded.plain_client(lab._server, decode_responses=True)
+        return embedded.plain_client(lab.fake_server, decode_responses=True)
     if lab.url is None:
         raise ValueError(f"a {lab.kind} lab without a URL has no server to connect to")
     extra = {} if parser_class is None else {"parser_class": parser_class}

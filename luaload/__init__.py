@@ -204,7 +204,8 @@ def lua(name: str) -> Script:
     text = lua_source(name)
     script = _SCRIPTS.get((name, text))
     if script is None:
-        script = _SCRIPTS[(name, text)] = Script(None, text.encode())
+        # redis-py's Script takes None (calls then name their client) but its annotation does not say so
+        script = _SCRIPTS[(name, text)] = Script(None, text.encode())  # type: ignore[arg-type]
         remember_sha(script.sha, name)
     return script
 

@@ -133,6 +133,7 @@ def argument_tokens(
 
 def _probe(call: Callable[[], Any], known: bool | None, what: str, server: str) -> tuple[bool, str]:
     """Return (usable, note) for one capability from a harmless call and what COMMAND INFO said."""
+    error: redis.RedisError
     try:
         call()
         return True, ""

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import functools
 from collections import deque
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
@@ -49,7 +49,14 @@ class NoReply(RaceLabError, redis.TimeoutError):
     """The server sent no reply within the client's timeout: it is stopped, paused or overloaded."""
 
 
-class LabConnection:
+if TYPE_CHECKING:
+    # A mixin: what super() reaches is the redis-py transport it is put before (TRANSPORTS).
+    _Transport = redis.connection.AbstractConnection
+else:
+    _Transport = object
+
+
+class LabConnection(_Transport):
     """The hooks of the module docstring, in that order, before a redis-py connection class."""
 
     def __init__(self, *args: Any, racelab_wiring: Wiring | None = None, **kwargs: Any) -> None:
@@ -224,7 +231,7 @@ class EmbeddedConnection(LabConnection, Redis84Connection):
 
 
 # redis-py's connection class for a URL (what redis.connection.parse_url names) -> ours.
-TRANSPORTS: dict[type, type[LabConnection]] = {
+TRANSPORTS: dict[type, type[TcpConnection | TlsConnection | UnixConnection]] = {
     redis.Connection: TcpConnection,
     redis.SSLConnection: TlsConnection,
     redis.UnixDomainSocketConnection: UnixConnection,

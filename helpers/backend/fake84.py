@@ -190,10 +190,12 @@ class Redis84Connection(FakeRedisConnection):
     tally: dict[str, int] | None = None  # command name -> times its sockets ran it
 
     def _connect(self) -> Redis84Socket:
-        if not self._server.connected:
+        server = self._server
+        assert server is not None  # fakeredis's __init__ always sets it (typed Optional there)
+        if not server.connected:
             raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
         return Redis84Socket(
-            self._server,
+            server,
             db=self.db,
             client_class=self._client_class,
             lua_modules=self._lua_modules,

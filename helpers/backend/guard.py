@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 import redis.client
@@ -350,7 +350,19 @@ def packed_commands(data: Any) -> list[list[bytes]]:
 # that queued it; the connections they use check again (and the library names) before sending.
 
 
-class _Guarded:
+if TYPE_CHECKING:
+
+    class _Client:
+        """What _Guarded is put before: a redis-py client or pipeline (execute_command untyped there)."""
+
+        def execute_command(self, *args: Any, **options: Any) -> Any:
+            """Send the command, or queue it in a pipeline."""
+
+else:
+    _Client = object
+
+
+class _Guarded(_Client):
     """Mixin: check every command before it is sent or queued."""
 
     racelab_owned: bool = False

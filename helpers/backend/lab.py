@@ -158,7 +158,7 @@ class Lab:
         c: Client
         if self.kind == "embedded":
             c = embedded.new_client(
-                self._server,
+                self.fake_server,
                 wiring,
                 decode_responses=decode_responses,
                 single_connection_client=single,
@@ -166,7 +166,7 @@ class Lab:
             )
         elif (self.caps.cluster or self.kind == "cluster") and node is None:
             c = GuardedRedisCluster.from_url(
-                self.url,
+                self.url or "",  # as below: a cluster lab has one (connect() gives it)
                 decode_responses=decode_responses,
                 racelab_owned=self.owns_server,
                 racelab_wiring=wiring,
@@ -185,6 +185,13 @@ class Lab:
             c.auto_close_connection_pool = True  # close() disconnects the pool made here
         self._clients.append(c)
         return c
+
+    @property
+    def fake_server(self) -> fakeredis.FakeServer:
+        """Return the in-process server of an embedded lab; TypeError on any other backend."""
+        if not isinstance(self._server, fakeredis.FakeServer):
+            raise TypeError(f"a {self.kind} lab has no in-process server")
+        return self._server
 
     @property
     def parser(self) -> str:

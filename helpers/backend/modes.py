@@ -297,7 +297,7 @@ class Wiring:
 def wiring_of(client: Client) -> Wiring:
     """Return the Wiring of a client made by Lab.client (plain, embedded, cluster) or its pipeline."""
     wiring = getattr(client, "racelab_wiring", None)  # a cluster client keeps it (guard.py)
-    if wiring is None:
+    if wiring is None and hasattr(client, "connection_pool"):  # a plain client or a pipeline
         wiring = client.connection_pool.connection_kwargs.get("racelab_wiring")
     if not isinstance(wiring, Wiring):
         raise TypeError(f"{client!r} was not made by Lab.client: it has no client mode")

@@ -16,7 +16,7 @@ If redis-py renames or drops one, the test fails with the name; nothing else has
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.cluster
 from redis._parsers import _HiredisParser, _RESP2Parser
@@ -35,14 +35,18 @@ def hiredis_version() -> str | None:
     return str(hiredis.__version__)
 
 
+_Pipeline = TypeVar("_Pipeline", bound=redis.cluster.ClusterPipeline)
+
+
 def cluster_pipeline(
-    cls: type[redis.cluster.ClusterPipeline], client: redis.cluster.RedisCluster, transaction: Any
-) -> redis.cluster.ClusterPipeline:
+    cls: type[_Pipeline], client: redis.cluster.RedisCluster, transaction: Any
+) -> _Pipeline:
     """Return a pipeline of class cls for client, made with the arguments RedisCluster.pipeline uses."""
     return cls(
         nodes_manager=client.nodes_manager,
         commands_parser=client.commands_parser,
-        startup_nodes=client.nodes_manager.startup_nodes,
+        # redis-py's own RedisCluster.pipeline passes this dict; ClusterPipeline says list[ClusterNode]
+        startup_nodes=client.nodes_manager.startup_nodes,  # type: ignore[arg-type]
         result_callbacks=client.result_callbacks,
         cluster_response_callbacks=client.cluster_response_callbacks,
         read_from_replicas=client.read_from_replicas,

@@ -31,6 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypedDict
 
 import redis
 from redis.backoff import ExponentialBackoff
@@ -204,6 +205,15 @@ def has_tls(binary: str | Path) -> bool:
         return False
 
 
+class _Where(TypedDict, total=False):
+    """The redis.Redis keyword arguments that reach a RedisServer."""
+
+    host: str
+    port: int
+    ssl: bool
+    ssl_ca_certs: str
+
+
 @dataclass
 class RedisServer:
     """One redis-server process on 127.0.0.1 with no persistence, owned by the suite.
@@ -217,9 +227,9 @@ class RedisServer:
     port: int = 0
     binary: Path | None = None
     startup_timeout: float = 10.0
-    process: subprocess.Popen | None = None
+    process: subprocess.Popen[bytes] | None = None
     workdir: Path | None = None
-    watchdog: subprocess.Popen | None = None
+    watchdog: subprocess.Popen[bytes] | None = None
     tls: bool = False
     unix_socket: bool = False
     _lifeline: int | None = None  # write end of the watchdog's pipe: open while this process lives
@@ -248,11 +258,11 @@ class RedisServer:
         """Return its TLS certificate (also the CA to trust), None without TLS or before start."""
         return self.workdir / "tls.crt" if self.tls and self.workdir else None
 
-    def _listen_args(self) -> list[str]:
-        """Return the command-line arguments that say where it listens."""
+    def _listen_args(self, workdir: Path) -> list[str]:
+        """Return the command-line arguments that say where it listens (its files in workdir)."""
         args = ["--port", str(self.port)]
         if self.tls:
-            cert, key = self_signed_certificate(self.workdir)
+            cert, key = self_signed_certificate(workdir)
             args = ["--port", "0", "--tls-port", str(self.port), "--tls-cert-file", str(cert),
                     "--tls-key-file", str(key), "--tls-ca-cert-file", str(cert),
                     "--tls-auth-clients", "no"]  # fmt: skip
@@ -260,11 +270,11 @@ class RedisServer:
             args += ["--unixsocket", str(self.socket_path), "--unixsocketperm", "700"]
         return args
 
-    def _where(self) -> dict[str, object]:
+    def _where(self) -> _Where:
         """Return redis.Redis keyword arguments that reach this server."""
-        where: dict[str, object] = {"host": "127.0.0.1", "port": self.port}
+        where: _Where = {"host": "127.0.0.1", "port": self.port}
         if self.tls:
-            where.update(ssl=True, ssl_ca_certs=str(self.certificate))
+            where.update({"ssl": True, "ssl_ca_certs": str(self.certificate)})
         return where
 
     def start(self) -> RedisServer:
@@ -273,11 +283,11 @@ class RedisServer:
         last_log = ""
         chosen = self.port  # a port the caller chose is never swapped for another
         for _attempt in range(3 if not chosen else 1):
-            self.workdir = Path(tempfile.mkdtemp(prefix="racelab-redis-"))
+            workdir = self.workdir = Path(tempfile.mkdtemp(prefix="racelab-redis-"))
             self.port = self.port or free_port(cluster="--cluster-enabled" in self.extra_args)
             args = [
                 str(self.binary),
-                *self._listen_args(),
+                *self._listen_args(workdir),
                 "--bind",
                 "127.0.0.1",
                 "--save",
@@ -285,21 +295,21 @@ class RedisServer:
                 "--appendonly",
                 "no",
                 "--dir",
-                str(self.workdir),
+                str(workdir),
                 "--daemonize",
                 "no",
                 "--loglevel",
                 "warning",
                 "--logfile",
-                str(self.workdir / "redis.log"),
+                str(workdir / "redis.log"),
                 *self.extra_args,
             ]
-            self.process = subprocess.Popen(
+            process = self.process = subprocess.Popen(
                 args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
             )
             _LIVE.append(self)
-            self._start_watchdog()
-            if self._wait_ready():
+            self._start_watchdog(process)
+            if self._wait_ready(process):
                 return self
             last_log = self.log_tail()
             self.stop()
@@ -309,14 +319,14 @@ class RedisServer:
             f"{self.startup_timeout}s; last log:\n{last_log}"
         )
 
-    def _start_watchdog(self) -> None:
+    def _start_watchdog(self, process: subprocess.Popen[bytes]) -> None:
         """Start the sh process that kills the server once this process is gone (see module docstring)."""
         read_end, self._lifeline = (
             os.pipe()
         )  # both non-inheritable: no later child holds the write end
         try:
             self.watchdog = subprocess.Popen(
-                ["sh", "-c", _WATCHDOG, "racelab-watchdog", str(self.process.pid), str(self.port)],
+                ["sh", "-c", _WATCHDOG, "racelab-watchdog", str(process.pid), str(self.port)],
                 stdin=read_end,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.DEVNULL,
@@ -334,7 +344,7 @@ class RedisServer:
             os.close(self._lifeline)
             self._lifeline = None
 
-    def _wait_ready(self) -> bool:
+    def _wait_ready(self, process: subprocess.Popen[bytes]) -> bool:
         deadline = time.monotonic() + self.startup_timeout
         client = redis.Redis(
             **self._where(),
@@ -344,12 +354,12 @@ class RedisServer:
         )
         try:
             while time.monotonic() < deadline:
-                if self.process.poll() is not None:
+                if process.poll() is not None:
                     return False
                 try:
                     # The pid check makes sure it is *our* process that answers, not a
                     # server that already held the port.
-                    if client.info("server")["process_id"] == self.process.pid:
+                    if client.info("server")["process_id"] == process.pid:
                         return True
                     time.sleep(0.02)
                 except redis.ConnectionError:
@@ -365,7 +375,7 @@ class RedisServer:
             return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
         return "(no log)"
 
-    def client(self, **kwargs) -> redis.Redis:
+    def client(self, **kwargs: Any) -> redis.Redis:
         """Return a new plain client of this server (timeouts and at most one reconnect unless kwargs say)."""
         kwargs.setdefault("socket_connect_timeout", 2.0)
         kwargs.setdefault("socket_timeout", 5.0)
@@ -375,7 +385,8 @@ class RedisServer:
                 ExponentialBackoff(cap=0.5, base=0.05), 1, supported_errors=(redis.ConnectionError,)
             ),
         )
-        return redis.Redis(**{**self._where(), **kwargs})
+        options: dict[str, Any] = {**self._where(), **kwargs}  # kwargs win
+        return redis.Redis(**options)
 
     def is_running(self) -> bool:
         """Return True while the process is alive."""
@@ -402,7 +413,7 @@ class RedisServer:
     def __enter__(self) -> RedisServer:
         return self.start() if not self.is_running() else self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -485,7 +496,7 @@ class RedisClusterServer:
     def __enter__(self) -> RedisClusterServer:
         return self.start() if not self.is_running() else self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 

@@ -24,11 +24,11 @@ from typing import Any, TypeVar
 
 import redis
 
-from helpers.backend.lab import Lab
+from helpers.backend.lab import Client, Lab
 from helpers.instruments.load import RunResult, run_clients
 
 T = TypeVar("T")
-Strategy = Callable[[redis.Redis], Any]  # one request, given a client
+Strategy = Callable[[Client], Any]  # one request, given a client of the lab
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import redis
 
-from helpers.backend.lab import Lab
+from helpers.backend.lab import Client, Lab
 from helpers.backend.namespace import Namespace
 from helpers.backend.scripts import delete_library, library_name
 from helpers.instruments.measure import compare_strategies
@@ -170,7 +170,7 @@ def measure_costs(
     return out
 
 
-def _loaded(client: redis.Redis, library: str) -> bool:
+def _loaded(client: Client, library: str) -> bool:
     """Return True if FUNCTION LIST shows library (on any node of a cluster)."""
     reply = client.function_list(library=library)
     return any(reply.values()) if isinstance(reply, dict) else bool(reply)

@@ -34,16 +34,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import redis
-
-from helpers.backend.lab import Lab
+from helpers.backend.lab import Client, Lab
 from helpers.backend.modes import mode_of
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-Strategy = Callable[[redis.Redis], Any]
+Strategy = Callable[[Client], Any]  # given a client of the lab (a cluster's on a cluster)
 DEFAULT_RTTS_MS = (0.0, 0.1, 1.0)
 RTT_LABELS = {0.0: "loopback", 0.1: "same data centre", 1.0: "cross-zone"}
 
@@ -194,7 +192,7 @@ def rtt_sweep(
     return sweep
 
 
-def _time_one(sweep: RttSweep, name: str, fn: Strategy, rtt: float, client: redis.Redis) -> None:
+def _time_one(sweep: RttSweep, name: str, fn: Strategy, rtt: float, client: Client) -> None:
     mode = mode_of(client)
     trips, waited = mode.stats.round_trips, mode.delayed_ns
     cpu_started, started = time.thread_time_ns(), time.perf_counter_ns()

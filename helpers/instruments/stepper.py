@@ -479,7 +479,8 @@ class _StepperView:
     """The widget of one Stepper: buttons that call its methods, and an HTML picture of its state."""
 
     def __init__(self, stepper: Stepper) -> None:
-        import ipywidgets as w  # imported only when a widget is asked for
+        # imported only when a widget is asked for; ipywidgets ships no type information
+        import ipywidgets as w  # type: ignore[import-untyped]
 
         self.stepper = stepper
         self.buttons = {name: w.Button(layout=w.Layout(width="auto")) for name in stepper.actors}

@@ -136,7 +136,9 @@ class _ScratchRedis(_PrivateServer):
         self.admin.function_flush()
 
     def client(self) -> redis.Redis:
-        return self.lab.client()
+        client = self.lab.client()
+        assert isinstance(client, redis.Redis)  # a lab of one plain server gives no cluster client
+        return client
 
     def executed(self) -> dict[str, int]:
         stats = self.admin.info("commandstats")

@@ -23,7 +23,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import partial
@@ -593,9 +593,9 @@ def _guarded(what: str, check: Callable[..., Check | list[Check]], *args: Any) -
     return found if isinstance(found, list) else [found]
 
 
-def run_checks(environ: dict[str, str] | None = None) -> list[Check]:
+def run_checks(environ: Mapping[str, str] | None = None) -> list[Check]:
     """Return every check's outcome for this machine (and REDIS_URL when environ sets it)."""
-    environ = os.environ if environ is None else environ
+    env = os.environ if environ is None else environ
     checks = []
     for what, check in (
         ("Python", check_python),
@@ -608,8 +608,8 @@ def run_checks(environ: dict[str, str] | None = None) -> list[Check]:
         ("ports", check_ports),
     ):
         checks += _guarded(what, check)
-    if environ.get("REDIS_URL"):
-        checks += _guarded("REDIS_URL", check_redis_url, environ["REDIS_URL"])
+    if env.get("REDIS_URL"):
+        checks += _guarded("REDIS_URL", check_redis_url, env["REDIS_URL"])
     return checks
 
 
