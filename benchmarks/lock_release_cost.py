@@ -24,6 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from statistics import median
+from typing import cast
+
+import redis
 
 from helpers.backend.lab import Lab, connect
 from helpers.instruments.load import RunResult, run_clients
@@ -76,7 +79,9 @@ def measure(
     admin = lab.client()
     try:
         for release in releases.values():
-            release(admin, key, "warm-up")  # loads a script (NOSCRIPT, SCRIPT LOAD) before timing
+            release(
+                cast(redis.Redis, admin), key, "warm-up"
+            )  # loads a script (NOSCRIPT, SCRIPT LOAD) before timing
     finally:
         lab.release(admin)
     costs: dict[str, Cost] = {}

@@ -33,6 +33,7 @@ from typing import Any
 
 import matplotlib
 import numpy as np
+from cycler import cycler
 from matplotlib import patheffects
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -51,9 +52,12 @@ UNITS = {"ns": 1.0, "us": 1e3, "ms": 1e6, "s": 1e9}
 UNIT_LABEL = {"ns": "ns", "us": "µs", "ms": "ms", "s": "s"}
 Rows = Sequence[Mapping[str, Any]]
 TITLE_SIZE = 11
-HALO = [patheffects.withStroke(linewidth=2.5, foreground="white")]
-STYLE = {
-    "axes.prop_cycle": matplotlib.cycler(color=PALETTE) + matplotlib.cycler(marker=MARKERS),
+HALO: list[patheffects.AbstractPathEffect] = [
+    patheffects.withStroke(linewidth=2.5, foreground="white")
+]
+# Keys are rcParams names; typed loosely since matplotlib types rc_context with a Literal of them.
+STYLE: dict[Any, Any] = {
+    "axes.prop_cycle": cycler(color=PALETTE) + cycler(marker=MARKERS),
     "figure.facecolor": "none",  # transparent around the axes: no white box in a dark theme
     "savefig.facecolor": "none",
     "axes.facecolor": "white",
@@ -156,8 +160,11 @@ def fit_title(
     ax: Axes, text: str, fontsize: float = TITLE_SIZE, width_in: float | None = None
 ) -> str:
     """Return text wrapped to fit the width of ax, or width_in inches (0.58 em per character)."""
+    figure = ax.get_figure(root=True)
+    if width_in is None and figure is not None:
+        width_in = figure.get_figwidth() * ax.get_position().width
     if width_in is None:
-        width_in = ax.figure.get_figwidth() * ax.get_position().width
+        raise ValueError("fit_title needs axes that belong to a figure, or width_in")
     chars = max(20, int(width_in * 72 / (fontsize * 0.58)))
     return "\n".join(textwrap.fill(line, chars) for line in text.split("\n"))
 

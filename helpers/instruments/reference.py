@@ -25,14 +25,14 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import redis
 
 from helpers.backend.lab import Client, Lab
 from helpers.backend.namespace import Namespace
 from helpers.backend.scripts import delete_library, library_name
-from helpers.instruments.measure import compare_strategies
+from helpers.instruments.measure import Strategy, compare_strategies
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -145,8 +145,13 @@ def measure_costs(
     fns = runnable(workload, lab)
     requests_of = {n: workload.request(lab.ns, f, n) for n, f in fns.items()}
     reset = workload.reset(lab.ns, list(fns)) if workload.reset else None
+    # races/ types its clients as redis.Redis; on a cluster they get a RedisCluster, which answers
+    # the same commands, so the requests are handed on as strategies of any lab client.
+    strategies = cast(Mapping[str, Strategy], requests_of)
     with _leaving_libraries_as_found(lab, workload.libraries):
-        runs = compare_strategies(lab, requests_of, clients, requests, repeats, reset=reset)
+        runs = compare_strategies(
+            lab, strategies, clients, requests, repeats, reset=cast("Strategy | None", reset)
+        )
     out: Measured = {
         "ratios": {},
         "requests_per_s": {},
