@@ -6,9 +6,11 @@ LEARNER_LOCK  := requirements-learner.lock
 LOCK          := requirements.lock
 LEARNER_STAMP := $(VENV)/.installed-learner
 STAMP         := $(VENV)/.installed
-# uv when it is on PATH (seconds), pip otherwise; both install exactly the lock's pins.
+# uv when it is on PATH (seconds), pip otherwise; both install exactly the lock's pins. Neither
+# compiles bytecode at install time (uv never does; pip's --no-compile saves about a third of its
+# install): Python compiles each module the first time it is imported.
 UV := $(shell command -v uv 2>/dev/null)
-INSTALL := $(if $(UV),$(UV) pip install --quiet --python $(PY),$(PY) -m pip install --quiet --disable-pip-version-check)
+INSTALL := $(if $(UV),$(UV) pip install --quiet --python $(PY),$(PY) -m pip install --quiet --disable-pip-version-check --no-compile)
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
