@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -24,6 +25,7 @@ NOTEBOOKS: list[Path] = []  # the copies the handouts were built from (see built
 
 spec = importlib.util.spec_from_file_location("handouts", REPO / "scripts" / "handouts.py")
 handouts = importlib.util.module_from_spec(spec)
+sys.modules["handouts"] = handouts  # its dataclasses look their module up while it loads
 spec.loader.exec_module(handouts)
 
 
