@@ -6,12 +6,16 @@
 - **instructor**: the workshop page (docs/workshop.md) first, then every notebook with its
   solutions shown (marked "Solution") and its instructor notes (docs/notes/NN.md) after its title.
 
+- **cheatsheet**: one page to take home: which fix for which race, what each costs per operation
+  (round trips and commands, counted by ``helpers.count_work`` while the sheet is built: no
+  figure is typed), the Redis commands those fixes run, and the fencing rule.
+
 Each edition is one HTML file (nbconvert's lab template, plots embedded as data URIs, a table of
 contents from the headings, code that wraps instead of being clipped) and a PDF printed from it
 by headless chromium (Debian's ``chromium`` package; RACELAB_CHROMIUM names another binary).
 Without chromium the build stops, saying how to install it.
 
-    python scripts/handouts.py [--out handouts] [--html-only]
+    python scripts/handouts.py [--out handouts] [--html-only] [--cheatsheet-only]
 """
 
 from __future__ import annotations
@@ -19,13 +23,18 @@ from __future__ import annotations
 import argparse
 import copy
 import html
+import itertools
 import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import nbformat
 from nbconvert import HTMLExporter
@@ -193,12 +202,212 @@ def print_pdf(chromium: str, page: Path, pdf: Path) -> None:
         )
 
 
-def build(out: Path, pdf: bool = True, notebooks: list[Path] | None = None) -> list[Path]:
-    """Build both editions into out; return the files written."""
+# --- the cheat sheet ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One row of the decision table: a strategy as a function of a client, and when to pick it."""
+
+    name: str
+    call: Callable[[Any], Any]
+    advice: str
+
+
+@dataclass(frozen=True)
+class RaceSheet:
+    """One race of the decision table: what one operation is, its naive form and its fixes."""
+
+    title: str
+    notebook: str
+    operation: str
+    fixes: tuple[Fix, ...]
+
+
+# What each command the fixes run does, in one line. The list of commands comes from count_work
+# (what the server ran); a command without a line here stops the build.
+COMMANDS = {
+    "get": "GET key: the value, or nil",
+    "set": "SET key value [NX] [PX ms] [IFEQ old]: write; NX only if absent, IFEQ only if equal",
+    "incr": "INCR key: add 1 atomically, return the new value",
+    "expire": "EXPIRE key s [NX]: set a time to live (NX: only if it has none)",
+    "del": "DEL key: delete, whoever wrote it",
+    "delex": "DELEX key IFEQ v | IFDEQ digest: delete only if the value (or its XXH3) matches",
+    "watch": "WATCH key: make the next EXEC fail if key changes first",
+    "unwatch": "UNWATCH: forget the watched keys",
+    "multi": "MULTI: queue the next commands",
+    "exec": "EXEC: run the queued commands as one step (nil if a watched key changed)",
+    "evalsha": "EVALSHA sha n keys args: run a loaded Lua script, atomically",
+    "fcall": "FCALL fn n keys args: call a Function of a loaded library, atomically",
+    "hget": "HGET key field: one field of a hash",
+    "hgetall": "HGETALL key: every field of a hash",
+    "hset": "HSET key field value: write fields",
+    "hsetnx": "HSETNX key field value: write a field only if absent",
+    "hincrby": "HINCRBY key field n: add n to a field atomically",
+    "hexists": "HEXISTS key field: 1 if the field exists",
+    "hlen": "HLEN key: the number of fields",
+    "incrby": "INCRBY key n: add n atomically, return the new value",
+    "pttl": "PTTL key: ms left to live (-1: none, -2: no key)",
+    "type": "TYPE key: string, hash, ... (scripts check before they write)",
+}
+
+CHEAT_STYLE = """
+<style>
+  @page { size: A4; margin: 9mm; }
+  body { font-family: "DejaVu Sans", sans-serif; font-size: 7.6pt; line-height: 1.25; margin: 0; }
+  h1 { font-size: 13pt; margin: 0 0 2px; }
+  h2 { font-size: 9.5pt; margin: 7px 0 2px; }
+  p { margin: 2px 0; }
+  table { border-collapse: collapse; width: 100%; }
+  th, td { border: 1px solid #c8ccd0; padding: 1px 4px; text-align: left; vertical-align: top; }
+  th { background: #eef1f4; }
+  td.n { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+  tr.naive td { color: #8a1c1c; }
+  code { font-family: "DejaVu Sans Mono", monospace; font-size: 7.2pt; }
+  .commands { columns: 2; column-gap: 14px; margin: 0; padding-left: 12px; }
+  .rule { border: 2px solid #1a7f37; padding: 3px 6px; margin-top: 6px; }
+</style>
+"""
+
+
+def cheat_races() -> tuple[RaceSheet, ...]:
+    """Return the decision table's races: the notebooks' own strategies, one operation each."""
+    from races import dictionary, locks
+    from races import ratelimit as rl
+
+    def limiter(fn: Callable[..., Any]) -> Callable[[Any], Any]:
+        return partial(fn, key="cheat:rate", limit=10**9, window=60)
+
+    def turn(release: Callable[..., Any]) -> Callable[[Any], Any]:
+        return lambda c: (
+            locks.acquire(c, "cheat:lock", "me", 10_000) and release(c, "cheat:lock", "me")
+        )
+
+    def registration(fn: Callable[..., Any]) -> Callable[[Any], Any]:
+        keys, numbers = dictionary.DictKeys("{d}:ids", "{d}:index", "{d}:meta"), itertools.count()
+        return lambda c: fn(c, f"text{next(numbers)}", keys)
+
+    return (
+        RaceSheet("Rate limiter: GET, then INCR", "01", "one admitted request", (
+            Fix("GET + INCR (naive)", limiter(rl.naive_allow), "overshoots under concurrency"),
+            Fix("INCR first", limiter(rl.incr_first_allow), "the default: atomic, fewest commands"),
+            Fix("MULTI: INCR + EXPIRE NX", limiter(rl.multi_allow), "INCR first, TTL set in the same step"),
+            Fix("Lua script", limiter(rl.lua_allow), "rules beyond a counter (windows, costs)"),
+            Fix("WATCH / MULTI / EXEC", limiter(rl.watch_allow), "no scripts allowed; retries under contention"),
+            Fix("SET ... IFEQ (8.4)", limiter(rl.ifeq_allow), "compare-and-set; retries under contention"),
+        )),
+        RaceSheet("Lock release: blind DEL", "02", "one turn: SET NX PX, then release", (
+            Fix("DEL (naive)", turn(locks.release_blind), "deletes the next holder's lock"),
+            Fix("GET + DEL (naive)", turn(locks.release_check_then_del), "still races between GET and DEL"),
+            Fix("DELEX IFEQ (8.4)", turn(locks.release_delex), "the default on Redis >= 8.4"),
+            Fix("DELEX IFDEQ (8.4)", turn(locks.release_digest), "same, sending the token's XXH3 only"),
+            Fix("Lua script", turn(locks.release_lua), "any Redis; the classic check-and-delete"),
+            Fix("WATCH / MULTI / EXEC", turn(locks.release_watch), "no scripts allowed"),
+        )),
+        RaceSheet("Dictionary: HGETALL, then HSETNX", "03", "registering one new string", (
+            Fix("HGETALL + HSETNX (naive)", registration(dictionary.hgetall_hsetnx_get_or_put), "two ids for one string"),
+            Fix("Function (FCALL)", registration(dictionary.function_get_or_put), "the default: named, persisted, replicated"),
+            Fix("Lua script", registration(dictionary.lua_get_or_put), "same work; reload after NOSCRIPT"),
+            Fix("WATCH / MULTI / EXEC", registration(dictionary.watch_get_or_put), "no scripts allowed; retries"),
+        )),
+    )  # fmt: skip
+
+
+def cheat_work(races: tuple[RaceSheet, ...] | None = None) -> dict[str, dict[str, Any]]:
+    """Return {race title: {fix name: Work}}, each counted by helpers.count_work on the embedded backend."""
+    from helpers import connect, count_work
+
+    lab = connect("cheatsheet", backend="embedded")
+    try:
+        return {
+            race.title: dict(count_work(lab, {fix.name: fix.call for fix in race.fixes}).items())
+            for race in races or cheat_races()
+        }
+    finally:
+        lab.close()
+
+
+def _count(value: float) -> str:
+    return f"{value:g}" if value == int(value) else f"{value:.1f}"
+
+
+def cheatsheet_html(races: tuple[RaceSheet, ...], work: dict[str, dict[str, Any]]) -> str:
+    """Return the one-page cheat sheet: decision tables, the commands they run, the fencing rule."""
+    e = html.escape
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>redis-race-lab: cheat sheet",
+             "</title>", CHEAT_STYLE, "</head><body>",
+             "<h1>Redis race conditions: which fix, what it costs</h1>",
+             "<p>Round trips and commands are per operation, counted exactly by "
+             "<code>helpers.count_work</code> when this sheet was built (commands run include those "
+             "inside a script, a Function or MULTI/EXEC). Red rows are the broken originals.</p>"]  # fmt: skip
+    used: set[str] = set()
+    for race in races:
+        parts.append(
+            f"<h2>{e(race.title)} (notebook {race.notebook}; per {e(race.operation)})</h2>"
+        )
+        parts.append(
+            "<table><tr><th>strategy</th><th>round trips</th><th>commands sent</th>"
+            "<th>commands run</th><th>which commands</th><th>when</th></tr>"
+        )
+        for fix in race.fixes:
+            w = work[race.title][fix.name]
+            ran = {name: n for name, n in w.executed_by_command.items() if n}
+            used |= set(ran)
+            listed = ", ".join(f"{name.upper()}×{_count(n)}" for name, n in sorted(ran.items()))
+            naive = ' class="naive"' if "naive" in fix.name else ""
+            parts.append(
+                f'<tr{naive} data-race="{e(race.title)}" data-fix="{e(fix.name)}">'
+                f"<td>{e(fix.name)}</td>"
+                f'<td class="n" data-field="round_trips">{_count(w.round_trips)}</td>'
+                f'<td class="n" data-field="sent">{_count(w.sent)}</td>'
+                f'<td class="n" data-field="executed">{_count(w.executed)}</td>'
+                f"<td><code>{e(listed)}</code></td><td>{e(fix.advice)}</td></tr>"
+            )
+        parts.append("</table>")
+    missing = sorted(used - set(COMMANDS))
+    if missing:
+        raise HandoutError(f"cheat sheet: describe these commands in COMMANDS: {missing}")
+    parts.append("<h2>The Redis commands these fixes run</h2><ul class='commands'>")
+    parts += [f"<li><code>{e(COMMANDS[name])}</code></li>" for name in sorted(used)]
+    parts.append("</ul>")
+    parts.append(
+        "<div class='rule'><b>The fencing rule (notebook 07).</b> A safe release protects the next "
+        "holder's <i>lock</i>, not the resource: a holder that paused past its lease still writes. "
+        "Give every grant a number that only grows (a fencing token), send it with every write, "
+        "and let the <b>resource</b> refuse a token older than the newest it has seen, in one "
+        "atomic step (<code>lua/fenced_write.lua</code>). The token must never repeat: an "
+        "<code>INCR</code> on a Redis primary can repeat after a failover, so take tokens from a "
+        "linearizable store (etcd, ZooKeeper, a database sequence).</div>"
+        "<p>Also: a script blocks every client while it runs; <code>SCRIPT KILL</code> / "
+        "<code>FUNCTION KILL</code> stop it only before its first write (notebook 06). Pipelines "
+        "are not atomic: only one script, Function or MULTI/EXEC is.</p>"
+    )
+    parts.append("</body></html>")
+    return "".join(parts)
+
+
+def build_cheatsheet(out: Path, chromium: str = "") -> list[Path]:
+    """Write cheatsheet.html (and cheatsheet.pdf when chromium is given) into out; return them."""
+    races = cheat_races()
+    out.mkdir(parents=True, exist_ok=True)
+    page = out / "cheatsheet.html"
+    page.write_text(cheatsheet_html(races, cheat_work(races)))
+    if not chromium:
+        return [page]
+    print_pdf(chromium, page, out / "cheatsheet.pdf")
+    return [page, out / "cheatsheet.pdf"]
+
+
+def build(
+    out: Path, pdf: bool = True, notebooks: list[Path] | None = None, editions: bool = True
+) -> list[Path]:
+    """Build the cheat sheet and (editions=True) both editions into out; return the files written."""
     chromium = find_chromium() if pdf else ""
     notebooks = notebooks or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     out.mkdir(parents=True, exist_ok=True)
-    written = []
+    written = build_cheatsheet(out, chromium)
+    if not editions:
+        return written
     for edition in EDITIONS:
         title = f"redis-race-lab: {edition} edition"
         page = out / f"{edition}.html"
@@ -215,9 +424,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=REPO / "handouts", help="output folder")
     parser.add_argument("--html-only", action="store_true", help="skip the PDFs (no chromium)")
+    parser.add_argument("--cheatsheet-only", action="store_true", help="only the one-page sheet")
     args = parser.parse_args(argv)
     try:
-        written = build(args.out, pdf=not args.html_only)
+        written = build(args.out, pdf=not args.html_only, editions=not args.cheatsheet_only)
     except HandoutError as exc:
         print(f"handouts: {exc}", file=sys.stderr)
         return 1

@@ -1,13 +1,17 @@
-"""The pinned environment: pyproject.toml's ranges, requirements.lock, binder/, environment.yml.
+"""The pinned environment: pyproject.toml's ranges, the two locks, binder/, environment.yml.
 
-requirements.lock is the one source of exact versions (scripts/lock.py, `make lock`); the others
-must agree with it, and the installed .venv must hold exactly what it pins.
+requirements-learner.lock pins what the notebooks need (`make lab`); requirements.lock includes
+it and adds one line per test-only package (`make venv`). Together they are the one source of
+exact versions (scripts/lock.py, `make lock`); binder/ and environment.yml carry the learner's
+pins, no notebook imports a test-only package, and the installed .venv holds exactly the pins.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.metadata
 import importlib.util
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -18,6 +22,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT = Path(__file__).resolve().parent.parent
+LEARNER_LOCK = ROOT / "requirements-learner.lock"
 LOCK = ROOT / "requirements.lock"
 BINDER = ROOT / "binder"
 
@@ -32,7 +37,7 @@ def _load_lock_script():
 
 def _requirements(path: Path) -> list[Requirement]:
     """Return the requirement lines of a pip requirements file (comments and options dropped)."""
-    lines = path.read_text().splitlines()
+    lines = [line.split(" #", 1)[0].strip() for line in path.read_text().splitlines()]
     return [Requirement(line) for line in lines if re.match(r"^[A-Za-z0-9]", line)]
 
 
@@ -50,17 +55,76 @@ def _pyproject_requirements() -> list[Requirement]:
     return [Requirement(d) for d in project["dependencies"] + sum(extras.values(), [])]
 
 
-LOCKED = _requirements(LOCK)
+LEARNER = _requirements(LEARNER_LOCK)
+TEST_ONLY = _requirements(LOCK)
+LOCKED = LEARNER + TEST_ONLY
 LOCKED_BY_NAME: dict[str, list[Requirement]] = {}
 for _req in LOCKED:
     LOCKED_BY_NAME.setdefault(canonicalize_name(_req.name), []).append(_req)
 
 
+def _names(requirements: list[Requirement]) -> set[str]:
+    return {canonicalize_name(r.name) for r in requirements}
+
+
 def test_every_lock_line_is_an_exact_pin():
-    assert LOCKED, "requirements.lock pins nothing"
+    assert LEARNER and TEST_ONLY, "a lock pins nothing"
     for req in LOCKED:
         _pinned(req)
         assert not req.extras, f"{req}: a lock line names a package, not its extras"
+
+
+def test_the_test_lock_includes_the_learners_and_pins_no_package_twice():
+    options = [line for line in LOCK.read_text().splitlines() if line.startswith("-")]
+    assert options == [f"-r {LEARNER_LOCK.name}"], "requirements.lock: one include, then pins"
+    assert not _names(LEARNER) & _names(TEST_ONLY), "a package pinned in both locks"
+
+
+def test_the_learners_lock_holds_no_test_tool():
+    """make lab installs only what the notebooks need: no test runner, linter or browser driver."""
+    tools = _names(_test_extra())
+    assert tools and not tools & _names(LEARNER), sorted(tools & _names(LEARNER))
+    assert _names(_learner_requirements()) <= _names(LEARNER)
+
+
+def _imported_modules(source: str) -> set[str]:
+    """Return the top-level module names a Python source imports."""
+    modules = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            modules |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            modules.add(node.module.split(".")[0])
+    return modules
+
+
+def _learner_code() -> dict[str, str]:
+    """Return {place: source} of what a learner runs: notebook code cells and the packages."""
+    code = {}
+    for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for n, cell in enumerate(json.loads(notebook.read_text())["cells"]):
+            if cell["cell_type"] == "code":
+                source = "".join(cell["source"])
+                lines = [
+                    line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))
+                ]
+                code[f"{notebook.name} cell {n}"] = "\n".join(lines)
+    for package in ("helpers", "races", "exercises"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            code[str(path.relative_to(ROOT))] = path.read_text()
+    return code
+
+
+def test_no_notebook_or_learner_module_imports_a_test_only_package():
+    distributions = importlib.metadata.packages_distributions()
+    test_only = _names(TEST_ONLY)
+    found = [
+        f"{place} imports {module} ({', '.join(distributions[module])})"
+        for place, source in _learner_code().items()
+        for module in sorted(_imported_modules(source))
+        if _names([Requirement(d) for d in distributions.get(module, [])]) & test_only
+    ]
+    assert not found, "move the package to pyproject.toml's dependencies:\n" + "\n".join(found)
 
 
 @pytest.mark.parametrize("req", _pyproject_requirements(), ids=str)
@@ -84,18 +148,15 @@ def test_hiredis_is_a_learner_dependency():
     assert any(canonicalize_name(Requirement(d).name) == "hiredis" for d in project["dependencies"])
 
 
-def test_binder_pins_only_locked_packages_at_the_locked_versions():
-    binder = _requirements(BINDER / "requirements.txt")
-    assert binder, "binder/requirements.txt pins nothing"
-    for req in binder:
-        locked = LOCKED_BY_NAME.get(canonicalize_name(req.name), [])
-        assert _pinned(req) in {_pinned(r) for r in locked}, (
-            f"binder/requirements.txt: {req} is not in requirements.lock at that version"
-        )
-    learner = [r for r in _pyproject_requirements() if r not in _test_extra()]
-    names = {canonicalize_name(r.name) for r in binder}
-    for req in learner:
-        assert canonicalize_name(req.name) in names, f"binder/ lacks the learner package {req}"
+def test_binder_pins_exactly_the_learners_lock():
+    binder = [str(r) for r in _requirements(BINDER / "requirements.txt")]
+    assert binder == [str(r) for r in LEARNER], "binder/requirements.txt is stale: make lock"
+
+
+def _learner_requirements() -> list[Requirement]:
+    """Return pyproject.toml's dependencies: what the notebooks need."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return [Requirement(d) for d in project["dependencies"]]
 
 
 def _test_extra() -> list[Requirement]:
@@ -136,4 +197,4 @@ def test_the_venv_holds_exactly_the_locked_versions():
             installed = "missing"
         if installed != _pinned(req):
             wrong.append(f"{req.name}: installed {installed}, locked {_pinned(req)}")
-    assert not wrong, "run `make venv` to install requirements.lock:\n" + "\n".join(wrong)
+    assert not wrong, "run `make venv` to install both locks:\n" + "\n".join(wrong)

@@ -1,5 +1,6 @@
 """`make handouts` (scripts/handouts.py): the student edition hides solutions and test markers,
-every PDF has pages, every plot of the notebooks is embedded in the HTML.
+every PDF has pages, every plot of the notebooks is embedded in the HTML, and the cheat sheet is
+one page whose figures are what helpers.count_work counts.
 
 Builds both editions once into a temporary folder (about a minute: chromium prints two PDFs).
 Without chromium the test skips, saying why; RACELAB_REQUIRE_BROWSER=1 (.ci/run) fails instead.
@@ -13,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -23,6 +25,7 @@ NOTEBOOKS: list[Path] = []  # the copies the handouts were built from (see built
 
 spec = importlib.util.spec_from_file_location("handouts", REPO / "scripts" / "handouts.py")
 handouts = importlib.util.module_from_spec(spec)
+sys.modules["handouts"] = handouts  # its dataclasses look their module up while it loads
 spec.loader.exec_module(handouts)
 
 
@@ -41,12 +44,29 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
         NOTEBOOKS.append(Path(shutil.copy(path, copies)))
     written = handouts.build(out, notebooks=NOTEBOOKS)
     assert sorted(p.name for p in written) == [
+        "cheatsheet.html",
+        "cheatsheet.pdf",
         "instructor.html",
         "instructor.pdf",
         "student.html",
         "student.pdf",
     ]
     return out
+
+
+@pytest.fixture(scope="module")
+def cheatsheet(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Return the cheat sheet's HTML page, built alone (its PDF beside it)."""
+    try:
+        chromium = handouts.find_chromium()
+    except handouts.HandoutError as exc:
+        if os.environ.get("RACELAB_REQUIRE_BROWSER") == "1":
+            pytest.fail(f"RACELAB_REQUIRE_BROWSER=1 but {exc}", pytrace=False)
+        pytest.skip(str(exc).splitlines()[0])
+    out = tmp_path_factory.mktemp("cheatsheet")
+    written = handouts.build_cheatsheet(out, chromium)
+    assert [p.name for p in written] == ["cheatsheet.html", "cheatsheet.pdf"]
+    return out / "cheatsheet.html"
 
 
 def _cells(tag: str) -> list[nbformat.NotebookNode]:
@@ -154,3 +174,48 @@ def test_without_chromium_the_build_says_how_to_get_it(monkeypatch: pytest.Monke
     with pytest.raises(handouts.HandoutError, match="apt-get install chromium"):
         handouts.find_chromium()
     assert handouts.main(["--out", "/nonexistent/handouts"]) == 1
+
+
+def _sheet_figures(page: str) -> dict[tuple[str, str], dict[str, float]]:
+    """Return {(race, fix): {field: value}} read from the cheat sheet's decision tables."""
+    rows = re.findall(r'<tr[^>]*data-race="([^"]+)" data-fix="([^"]+)">(.*?)</tr>', page, re.S)
+    return {
+        (html.unescape(race), html.unescape(fix)): {
+            name: float(value) for name, value in re.findall(r'data-field="(\w+)">([\d.]+)<', cells)
+        }
+        for race, fix, cells in rows
+    }
+
+
+def test_the_cheat_sheet_is_one_page(cheatsheet: Path) -> None:
+    assert _pages(cheatsheet.with_suffix(".pdf")) == 1
+
+
+def test_the_cheat_sheets_figures_are_count_works(cheatsheet: Path) -> None:
+    from helpers import connect, count_work
+
+    page = cheatsheet.read_text()
+    shown, races = _sheet_figures(page), handouts.cheat_races()
+    assert len(shown) == sum(len(race.fixes) for race in races) >= 14
+    lab = connect("test_handouts", backend="embedded")
+    try:
+        for race in races:
+            for fix in race.fixes:
+                work = count_work(lab, fix.call)
+                counted = {"round_trips": work.round_trips, "sent": work.sent}
+                counted["executed"] = work.executed
+                assert shown[race.title, fix.name] == counted, (race.title, fix.name)
+                for command in (name for name, n in work.executed_by_command.items() if n):
+                    assert html.escape(handouts.COMMANDS[command]) in page, command
+    finally:
+        lab.close()
+
+
+def test_a_command_the_sheet_cannot_describe_stops_the_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    races = handouts.cheat_races()[:1]
+    work = handouts.cheat_work(races)
+    monkeypatch.delitem(handouts.COMMANDS, "incr")
+    with pytest.raises(handouts.HandoutError, match="incr"):
+        handouts.cheatsheet_html(races, work)
