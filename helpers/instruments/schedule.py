@@ -52,7 +52,14 @@ import redis
 
 from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
+from helpers.errors import RaceLabError
+from helpers.instruments.footprint import EVERYTHING, Footprint, KeyTable, touching
 from helpers.instruments.race import Op
+
+try:  # greenlets make a gated step a switch instead of two thread hand-offs (explore uses them)
+    import greenlet
+except ImportError:  # pragma: no cover - the lock has it; threads work without it
+    greenlet = None
 
 Actor = Callable[[Any], Any]
 MISSING = "nil"
@@ -60,7 +67,7 @@ UNFINISHED = "(unfinished)"
 STEP_TIMEOUT_S = 30.0  # an actor that does not reach its next round trip by then is stuck
 
 
-class ScheduleError(ValueError):
+class ScheduleError(RaceLabError, ValueError):
     """A schedule names an unknown or finished client, leaves clients unfinished, or an actor is stuck."""
 
 
@@ -76,6 +83,10 @@ class Clock:
 
     def __init__(self, fn: Actor, label: str, key: str | None = None) -> None:
         self.fn, self.label, self.key = fn, label, key
+
+    def footprint(self) -> Footprint:
+        """Return what the clock's step touches: its key, or everything when it names none."""
+        return touching([self.key]) if self.key is not None else EVERYTHING
 
     def describe(self, short: Callable[[Any], str]) -> str:
         """Return the label for a trace, with {key} replaced by the key without the run prefix."""
@@ -299,6 +310,8 @@ class _ActorState:
     def __init__(self, name: str, fn: Actor, client: Any, gate: Gate | None) -> None:
         self.name, self.fn, self.client, self.gate = name, fn, client, gate
         self.thread: threading.Thread | None = None
+        self.glet: Any = None  # the greenlet it runs in (runner="greenlet")
+        self.footprint: Footprint = fn.footprint() if isinstance(fn, Clock) else EVERYTHING
         self.parked = False
         self.done = False
         self.pending: list[Command] = []
@@ -330,6 +343,8 @@ class Connections:
         self.lab = lab
         self.observer = lab.client()
         self.clients: dict[str, tuple[Any, Gate | None]] = {}
+        self.loaded: set[tuple[str, str]] = set()  # scripts and libraries the actors loaded
+        self._key_table: KeyTable | None = None
         try:
             preload(self.observer)  # so that no actor's EVALSHA meets NOSCRIPT mid-schedule
             node = _node_of(lab, list(keys))
@@ -344,6 +359,13 @@ class Connections:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def key_table(self) -> KeyTable:
+        """Return the server's command table (read once, with the observer), for footprints."""
+        if self._key_table is None:
+            self._key_table = KeyTable(self.observer)
+        return self._key_table
 
     def close(self) -> None:
         """Release every client."""
@@ -396,6 +418,11 @@ class ScheduleRun:
 
     Each run makes its own gated clients, unless ``connections`` (a ``Connections``) is given; with
     ``observe=False`` the watched keys are not read after each step (faster; rows show no state).
+    ``footprints=True`` records the keys each step reads and writes (``next_footprints``,
+    ``footprints``; see ``helpers.instruments.footprint``). ``runner="greenlet"`` runs the actors
+    as greenlets of the calling thread instead of threads: a step is then a switch, not two
+    thread hand-offs, but ``step`` must be called from the thread that made the run, and an actor
+    that blocks on something other than Redis blocks the caller (no step timeout).
     """
 
     def __init__(
@@ -407,7 +434,12 @@ class ScheduleRun:
         reset: Sequence[str] | None = None,
         connections: Connections | None = None,
         observe: bool = True,
+        *,
+        footprints: bool = False,
+        runner: str = "thread",
     ) -> None:
+        if runner not in ("thread", "greenlet"):
+            raise ValueError(f"runner must be 'thread' or 'greenlet', got {runner!r}")
         if not actors:
             raise ValueError("actors must name at least one client")
         not_callable = [n for n, fn in actors.items() if not callable(fn)]
@@ -429,7 +461,12 @@ class ScheduleRun:
         self._closing = False
         self.rows: list[TraceRow] = []
         self.names: list[str] = []
+        self.footprints: list[Footprint] = []  # of each step run (footprints=True)
+        self.new_global_state: list[tuple[str, str]] = []  # scripts/libraries first loaded now
         self.actors: dict[str, _ActorState] = {}
+        self._keys = self._connections.key_table if footprints else None
+        self._greenlets = runner == "greenlet" and greenlet is not None
+        self._hub = greenlet.getcurrent() if self._greenlets else None
         try:
             if to_reset:
                 self.observer.delete(*to_reset)
@@ -450,6 +487,11 @@ class ScheduleRun:
 
     def _start(self, state: _ActorState) -> None:
         state.gate.run = self
+        if self._greenlets:
+            state.glet = greenlet.greenlet(self._body)
+            state.glet.switch(state)  # runs the actor up to its first round trip
+            self._check_crash(state)
+            return
         state.thread = threading.Thread(
             target=self._body, args=(state,), daemon=True, name=f"racelab-actor-{state.name}"
         )
@@ -473,6 +515,18 @@ class ScheduleRun:
 
     def _park(self, name: str, commands: list[Command]) -> None:
         state = self.actors[name]
+        self._note_global_state(commands)
+        if self._keys is not None:
+            state.footprint = self._keys.footprint(commands)
+        if self._greenlets:
+            state.step_replies, state.replies = state.replies, []
+            state.pending = commands
+            state.parked = True
+            if not self._closing:
+                self._hub.switch()  # back to the scheduler, until it grants this actor a step
+            if self._closing:
+                self._abort(state, commands)
+            return
         with self._cond:
             state.step_replies, state.replies = state.replies, []
             state.pending = commands
@@ -481,17 +535,43 @@ class ScheduleRun:
             while state.parked and not self._closing:
                 self._cond.wait()
             if self._closing:
-                state.parked = False
-                if state.aborted:  # cleanup code on the way out (a pipeline's UNWATCH): the
-                    # connection is about to be closed anyway, which redis-py handles quietly
-                    raise redis.ConnectionError(f"the schedule ended: {name} is stopped")
-                state.aborted = True
-                raise Aborted(f"the schedule ended before {name} sent {commands}")
+                self._abort(state, commands)
+
+    def _abort(self, state: _ActorState, commands: list[Command]) -> None:
+        """Stop an actor at the round trip it is about to send: its run is closing."""
+        state.parked = False
+        if state.aborted:  # cleanup code on the way out (a pipeline's UNWATCH): the
+            # connection is about to be closed anyway, which redis-py handles quietly
+            raise redis.ConnectionError(f"the schedule ended: {state.name} is stopped")
+        state.aborted = True
+        raise Aborted(f"the schedule ended before {state.name} sent {commands}")
+
+    def _note_global_state(self, commands: list[Command]) -> None:
+        """Record a script or Function library loaded for the first time (server-global state)."""
+        for args in commands:
+            name = command_name(args)
+            if name in ("EVAL", "EVAL_RO") and len(args) > 1:
+                loaded = ("script", _text(args[1]))
+            elif (
+                name in ("SCRIPT", "FUNCTION")
+                and len(args) > 2
+                and _text(args[1]).upper() == "LOAD"
+            ):
+                loaded = (name.lower(), _text(args[-1]))
+            else:
+                continue
+            if loaded not in self._connections.loaded:
+                self._connections.loaded.add(loaded)
+                self.new_global_state.append(loaded)
 
     def _reply(self, name: str, reply: Any) -> None:
         self.actors[name].replies.append(reply)
 
     # --- the scheduler's side -------------------------------------------------------------------
+
+    def _check_crash(self, state: _ActorState) -> None:
+        if state.crash is not None:
+            raise state.crash
 
     def _wait_until_parked(self, state: _ActorState) -> None:
         with self._cond:
@@ -506,6 +586,10 @@ class ScheduleRun:
 
     def _state(self) -> str:
         return read_state(self.observer, self.watch, self.short) if self.observe else ""
+
+    def next_footprints(self) -> dict[str, Footprint]:
+        """Return {actor: what its next step reads and writes} for every unfinished actor."""
+        return {n: s.footprint for n, s in self.actors.items() if not s.done}
 
     @property
     def unfinished(self) -> list[str]:
@@ -531,38 +615,57 @@ class ScheduleRun:
 
     def step(self, name: str) -> TraceRow:
         """Let actor name send its next round trip and run up to the one after; return the trace row."""
-        if name not in self.actors:
-            raise ScheduleError(
-                f"schedule names {name!r}, which is not a client ({', '.join(self.actors)})"
-            )
-        state = self.actors[name]
-        if state.done:
-            raise ScheduleError(
-                f"schedule asks {name!r} for step {len(self.rows) + 1}, but {name!r} "
-                f"has already finished (result {format_value(state.result, self.short)})"
-            )
+        state = self._runnable(name)
         if state.gate is None:  # a Clock: its whole function is this one step
-            command, reply = self._tick(state)
+            command = state.fn.describe(self.short)
+            reply = self.advance(name)
         else:
             command = describe_round_trip(state.pending, self.short)
-            pending = state.pending
-            with self._cond:
-                state.parked = False
-                self._cond.notify_all()
-            self._wait_until_parked(state)
-            reply = reply_of_round_trip(pending, state.step_replies)
+            reply = self.advance(name)
         row = TraceRow(
             len(self.rows) + 1, name, command, format_value(reply, self.short), self._state()
         )
         self.rows.append(row)
-        self.names.append(name)
         return row
 
-    def _tick(self, state: _ActorState) -> tuple[str, Any]:
+    def advance(self, name: str) -> Any:
+        """Run actor name's next step as step() does, without a trace row; return its reply."""
+        state = self._runnable(name)
+        self.footprints.append(state.footprint)
+        self.names.append(name)
+        if state.gate is None:
+            return self._tick(state)
+        pending = state.pending
+        if self._greenlets:
+            state.parked = False
+            state.glet.switch()  # the actor sends, reads the reply, runs to its next one
+            self._check_crash(state)
+        else:
+            with self._cond:
+                state.parked = False
+                self._cond.notify_all()
+            self._wait_until_parked(state)
+        return reply_of_round_trip(pending, state.step_replies)
+
+    def _runnable(self, name: str) -> _ActorState:
+        """Return the state of actor name; ScheduleError if it is unknown or finished."""
+        state = self.actors.get(name)
+        if state is None:
+            raise ScheduleError(
+                f"schedule names {name!r}, which is not a client ({', '.join(self.actors)})"
+            )
+        if state.done:
+            raise ScheduleError(
+                f"schedule asks {name!r} for step {len(self.names) + 1}, but {name!r} "
+                f"has already finished (result {format_value(state.result, self.short)})"
+            )
+        return state
+
+    def _tick(self, state: _ActorState) -> Any:
         clock: Clock = state.fn  # type: ignore[assignment]
         state.result = clock(self.observer)
         state.done = True
-        return clock.describe(self.short), state.result
+        return state.result
 
     def trace(self) -> Trace:
         """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
@@ -585,6 +688,8 @@ class ScheduleRun:
             self._closing = True
             self._cond.notify_all()
         for state in self.actors.values():
+            if state.glet is not None and not state.glet.dead:
+                state.glet.switch()  # its _park sees the run closing and stops it
             if state.thread is not None:
                 state.thread.join(STEP_TIMEOUT_S)
             if state.gate is not None:
