@@ -89,6 +89,9 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
             max_schedules=MAX_SCHEDULES,
             keep_traces=False,
             **WAYS[way],
+            **(
+                {"classes": True} if way == "exhaustive" and "classes" in _keywords(explore) else {}
+            ),
         )
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         return {
@@ -99,6 +102,13 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
             "cpu_seconds": round(cpu, 3),
             "schedules_per_s": round(found.total / seconds, 1),
         }
+
+
+def _keywords(fn: Any) -> set[str]:
+    """Return the names of fn's parameters (the before tree's explore has fewer)."""
+    import inspect
+
+    return set(inspect.signature(fn).parameters)
 
 
 def _subprocess(tree: Path, cell: str, way: str, backend: str, timeout: float) -> dict[str, Any]:
@@ -126,7 +136,10 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     trees = [("after", TREE)] + ([("before", args.before)] if args.before else [])
     for backend in args.backends:
-        for cell in args.only or list(CELLS):
+        cells = args.only or list(CELLS)
+        if backend == "real" and args.real_cells:
+            cells = [c for c in cells if c in args.real_cells.split(",")]
+        for cell in cells:
             actors, steps, _keys = CELLS[cell]
             every = count_interleavings(*[steps] * actors)
             for label, tree in trees:
@@ -193,6 +206,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--before", type=Path, help="another checkout to measure alongside")
     parser.add_argument("--only", action="append", choices=list(CELLS), help="one cell (repeat)")
     parser.add_argument("--backends", default="embedded,real", help="comma-separated backends")
+    parser.add_argument("--real-cells", help="comma-separated cells to run on real (default all)")
     parser.add_argument("--timeout", type=float, default=300.0, help="cap per cell, in seconds")
     parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
     parser.add_argument("--cell", help=argparse.SUPPRESS)  # the subprocess side

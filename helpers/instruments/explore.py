@@ -78,13 +78,18 @@ class Exploration:
     preemptions: int | None = None  # the preemption bound the search kept to (None: none)
     complete: bool = True  # False: the bound left schedules out
     pruned: int = 0  # replays cut short because an equivalent schedule had been run
+    _classes: dict[str, str] = field(default_factory=dict, repr=False)
 
     def class_of(self, schedule: str) -> str:
-        """Return the class of an explored schedule: its first equivalent order, alphabetically."""
-        for outcome in self.outcomes:
-            if outcome.schedule == schedule:
-                return normal_form(self._names(schedule), outcome.steps, self.clients)
-        raise KeyError(f"{schedule!r} is not one of the explored schedules")
+        """Return the class of an explored schedule: its first equivalent order, by actor order."""
+        if len(self._classes) != len(self.outcomes):
+            self._classes = {
+                o.schedule: normal_form(self._names(o.schedule), o.steps, self.clients)
+                for o in self.outcomes
+            }
+        if schedule not in self._classes:
+            raise KeyError(f"{schedule!r} is not one of the explored schedules")
+        return self._classes[schedule]
 
     def _names(self, schedule: str) -> list[str]:
         return schedule.split() if " " in schedule else list(schedule)
@@ -301,6 +306,7 @@ def explore(
     *,
     reduce: bool = False,
     preemptions: int | None = None,
+    classes: bool = False,
 ) -> Exploration:
     """Run every interleaving of the actors' round trips; return which schedules break invariant.
 
@@ -311,6 +317,8 @@ def explore(
     A replay longer than max_steps steps (an actor that never finishes) raises TooManySchedules.
     reduce=True runs one schedule per class of equivalent schedules (DPOR with sleep sets);
     preemptions=N runs only the schedules with at most N preemptions (not complete).
+    classes=True records what each step touches in an exhaustive search too, so that
+    ``Exploration.classes`` and ``class_of`` work there (reduce=True always records it).
     """
     if len(actors) < 1:
         raise ValueError("explore needs at least one actor")
@@ -332,6 +340,7 @@ def explore(
                 search,
                 max_schedules,
                 max_steps,
+                reduce or classes,
             )
             if outcomes is not None:
                 break
@@ -368,6 +377,7 @@ def _search(
     search: _Search,
     max_schedules: int,
     max_steps: int,
+    footprints: bool,
 ) -> tuple[list[Outcome] | None, int]:
     """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
 
@@ -391,7 +401,7 @@ def _search(
             reset,
             connections=connections,
             observe=False,
-            footprints=True,
+            footprints=footprints,
             runner=RUNNER,
         ) as run:
             complete = True
@@ -432,7 +442,13 @@ def _search(
                 results = dict(run.results)
                 text = "  ".join(f"{n}={format_value(results[n], run.short)}" for n in actors)
                 outcomes.append(
-                    Outcome(schedule_text(run.names), ok, results, text, tuple(run.footprints))
+                    Outcome(
+                        schedule_text(run.names),
+                        ok,
+                        results,
+                        text,
+                        tuple(run.footprints) if footprints else (),
+                    )
                 )
             else:
                 pruned += 1

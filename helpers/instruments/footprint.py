@@ -81,15 +81,24 @@ def touching(keys: Iterable[Any]) -> Footprint:
 
 
 class KeyTable:
-    """The server's command table (``COMMAND``), turned into footprints of round trips."""
+    """The server's command table (``COMMAND``), turned into footprints of round trips.
 
-    def __init__(self, client: Any) -> None:
+    fakeredis's table gives every variadic command a fixed last key (``MGET`` 1 where Redis says
+    -1, last argument). Against such a table, an argument after the named key positions of a
+    command of variable arity also counts as a key when it is one of ``known`` (the explorer's
+    watch and reset keys, which list every key the actors touch), so ``DEL a b`` touches both.
+    """
+
+    def __init__(self, client: Any, known: Iterable[Any] = ()) -> None:
         self.client = client
+        self.known = frozenset(_key(k) for k in known)
         try:
             table = client.command()
         except redis.RedisError:
             table = {}  # no table: every command conflicts with everything (no reduction)
         self.commands = {str(name).upper(): info for name, info in table.items()}
+        mget = self.commands.get("MGET")
+        self.fixed_last_keys = mget is not None and mget["last_key_pos"] > 0
         self._moving: dict[Command, Footprint] = {}
         self._plans: dict[str, Footprint | tuple[str, Any]] = {}
 
@@ -107,6 +116,9 @@ class KeyTable:
         if not args:
             return NOTHING
         name = args[0] if isinstance(args[0], str) else _key(args[0]).decode("latin-1")
+        if " " in name:  # redis-py sends e.g. "SCRIPT LOAD" as one argument
+            args = (*name.split(), *args[1:])
+            name = args[0]
         plan = self._plans.get(name)
         if plan is None:
             plan = self._plans[name] = self._plan(name.upper())
@@ -124,6 +136,9 @@ class KeyTable:
             harmless = _HARMLESS_CATEGORIES & set(info.get("acl_categories", ()))
             return NOTHING if harmless else EVERYTHING
         keys = frozenset(_key(args[p]) for p in positions if p < len(args))
+        if self.fixed_last_keys and info["arity"] < 0:
+            rest = (_key(a) for a in args[positions[-1] + 1 :] if isinstance(a, (str, bytes)))
+            keys |= frozenset(k for k in rest if k in self.known)
         return Footprint(keys, keys) if "write" in info["flags"] else Footprint(keys)
 
     def _plan(self, name: str) -> Footprint | tuple[str, Any]:

@@ -344,6 +344,7 @@ class Connections:
         self.observer = lab.client()
         self.clients: dict[str, tuple[Any, Gate | None]] = {}
         self.loaded: set[tuple[str, str]] = set()  # scripts and libraries the actors loaded
+        self.keys = list(keys)
         self._key_table: KeyTable | None = None
         try:
             preload(self.observer)  # so that no actor's EVALSHA meets NOSCRIPT mid-schedule
@@ -364,7 +365,7 @@ class Connections:
     def key_table(self) -> KeyTable:
         """Return the server's command table (read once, with the observer), for footprints."""
         if self._key_table is None:
-            self._key_table = KeyTable(self.observer)
+            self._key_table = KeyTable(self.observer, self.keys)
         return self._key_table
 
     def close(self) -> None:
@@ -549,6 +550,8 @@ class ScheduleRun:
     def _note_global_state(self, commands: list[Command]) -> None:
         """Record a script or Function library loaded for the first time (server-global state)."""
         for args in commands:
+            if args and " " in _text(args[0]):  # redis-py sends "SCRIPT LOAD" as one argument
+                args = (*_text(args[0]).split(), *args[1:])
             name = command_name(args)
             if name in ("EVAL", "EVAL_RO") and len(args) > 1:
                 loaded = ("script", _text(args[1]))
