@@ -89,9 +89,6 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
             max_schedules=MAX_SCHEDULES,
             keep_traces=False,
             **WAYS[way],
-            **(
-                {"classes": True} if way == "exhaustive" and "classes" in _keywords(explore) else {}
-            ),
         )
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         return {
@@ -102,13 +99,6 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
             "cpu_seconds": round(cpu, 3),
             "schedules_per_s": round(found.total / seconds, 1),
         }
-
-
-def _keywords(fn: Any) -> set[str]:
-    """Return the names of fn's parameters (the before tree's explore has fewer)."""
-    import inspect
-
-    return set(inspect.signature(fn).parameters)
 
 
 def _subprocess(tree: Path, cell: str, way: str, backend: str, timeout: float) -> dict[str, Any]:
