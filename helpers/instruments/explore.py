@@ -16,6 +16,26 @@ makes 1,680 schedules take seconds); ``Exploration.trace("ABAB")`` replays one s
 Two clients of 2 steps have 6 schedules; 2 of 4 steps have 70; 3 of 3 steps have 1680.
 After each complete schedule, ``invariant(client, results)`` is called with a client of the same
 server (to read the keys) and ``{name: return value}``; it returns True when all is well.
+
+Fewer schedules, same answers:
+
+* ``reduce=True``: two schedules are *equivalent* when one becomes the other by swapping
+  neighbouring steps of different actors that touch no key in common, or only read it (see
+  ``helpers.instruments.footprint``); they end in the same state with the same results, so the
+  invariant gives both the same verdict. The search then runs one schedule per class of
+  equivalent schedules: dynamic partial-order reduction (Flanagan and Godefroid, POPL 2005) with
+  sleep sets (Godefroid 1996). A replay that can only repeat a class already run stops early
+  (``Exploration.pruned``). ``Exploration.class_of(schedule)`` names a class by its first
+  equivalent order.
+* ``preemptions=N``: only the schedules in which an actor is switched away from, while it could
+  go on, at most N times (CHESS's bound, Musuvathi and Qadeer, PLDI 2007). The result says
+  ``complete=False`` when the bound left schedules out. The two do not combine (ValueError).
+
+Server-global state: the script cache and Function libraries survive a reset (a shared server's
+cannot be flushed). When an actor loads a script or library for the first time during a search
+(``SCRIPT LOAD``, ``EVAL``, ``FUNCTION LOAD``, as redis-py's ``Script`` does after ``NOSCRIPT``),
+the search starts again with it loaded, so every replay it keeps sees the same server (at most
+MAX_RESTARTS times). The suite's own scripts are loaded before the first replay.
 """
 
 from __future__ import annotations
