@@ -293,3 +293,63 @@ def test_an_actor_that_loads_its_script_lazily_explores_deterministically(lab: L
         # Every replay saw the script loaded: 2 steps each (GET, EVALSHA), never NOSCRIPT.
         assert all(len(o.schedule) == 4 for o in found.outcomes)
         assert found.total == (6 if not reduce else 4)  # the two GETs commute
+
+
+# ------------------------------------------------------------------ faults: a client crashes
+
+
+def _take_forever(client: Any, key: str, token: str) -> bool:
+    """Take the lock with no TTL, then release it: a crash in between leaves it taken for good."""
+    if not client.set(key, token, nx=True):
+        return False
+    client.delete(key)
+    return True
+
+
+def _take_with_lease(client: Any, key: str, token: str) -> bool:
+    """Take the lock with a lease, then release it."""
+    if not locks.acquire(client, key, token, LEASE_MS):
+        return False
+    return locks.release_blind(client, key, token)
+
+
+def test_a_crash_between_round_trips_changes_the_verdict(lab: Lab) -> None:
+    key = lab.key("lock")
+    actors = {"A": partial(_take_forever, key=key, token="a")}
+
+    def freed(client: Any, results: dict[str, Any]) -> bool:
+        return client.exists(key) == 0
+
+    assert explore(lab, actors, freed, watch=[key]).bad_count == 0
+    for reduce in (False, True):
+        found = explore(lab, actors, freed, watch=[key], crashes=1, reduce=reduce)
+        # A! before its SET changes nothing; A! after it leaves a lock nobody will ever free.
+        assert (sorted(found.good), found.bad) == (["A!", "AA"], ["A A!"])
+        crashed = next(o for o in found.outcomes if o.schedule == "A A!")
+        assert crashed.results == {} and crashed.result_text == "A=(crashed)"
+    assert "lock=a" in str(found.trace("A A!"))
+
+
+def test_a_lease_survives_its_holder_s_crash_until_it_runs_out(lab: Lab) -> None:
+    key = lab.key("lock")
+    actors = {
+        "A": partial(_take_with_lease, key=key, token="a"),
+        "T": lease_expires(key, value="a"),
+        "B": partial(locks.acquire, key=key, token="b", ttl_ms=LEASE_MS),
+    }
+
+    def b_got_it_or_a_holds_it(client: Any, results: dict[str, Any]) -> bool:
+        return results.get("B") is True or client.get(key) == "a"
+
+    every = explore(lab, actors, b_got_it_or_a_holds_it, watch=[key], crashes=1, classes=True)
+    fewer = explore(lab, actors, b_got_it_or_a_holds_it, watch=[key], crashes=1, reduce=True)
+    assert _classes(fewer) == _classes(every) and fewer.total == fewer.classes
+    taken_then_crashed = 0
+    for outcome in every.outcomes:
+        names = outcome.schedule.split()
+        took = "A" in names and "A!" in names and names.index("A") < names.index("A!")
+        if took and outcome.results["B"]:
+            # A died holding the lock: B got it only once the lease had run out.
+            assert "T" in names and names.index("T") < names.index("B"), outcome.schedule
+            taken_then_crashed += 1
+    assert taken_then_crashed > 0

@@ -46,9 +46,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helpers.errors import RaceLabError
-from helpers.instruments.footprint import EVERYTHING, Footprint
+from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint
 from helpers.instruments.schedule import (
+    CRASH,
+    CRASHED,
     Actor,
+    Clock,
     Connections,
     ScheduleRun,
     Trace,
@@ -232,6 +235,8 @@ class _Search:
         if depth == 0:
             return 0
         previous = self.nodes[depth - 1]
+        if choice.endswith(CRASH):  # a fault, not the scheduler's choice
+            return previous.preemptions
         switch = choice != previous.chosen and previous.chosen in options
         return previous.preemptions + int(switch)
 
@@ -304,6 +309,8 @@ class _Search:
         for depth in range(len(self.nodes) - 1, -1, -1):
             node = self.nodes[depth]
             wanted = node.backtrack if self.reduce else node.options
+            if self.reduce:  # a crash is the other way an actor's next step can go
+                wanted = wanted | {n + CRASH for n in node.backtrack if n + CRASH in node.options}
             for name in self.order:
                 if name in wanted and name not in node.tried and name not in node.sleep:
                     if self._allowed(depth, node.options, name):
@@ -327,6 +334,7 @@ def explore(
     reduce: bool = False,
     preemptions: int | None = None,
     classes: bool = False,
+    crashes: int = 0,
 ) -> Exploration:
     """Run every interleaving of the actors' round trips; return which schedules break invariant.
 
@@ -339,6 +347,8 @@ def explore(
     preemptions=N runs only the schedules with at most N preemptions (not complete).
     classes=True records what each step touches in an exhaustive search too, so that
     ``Exploration.classes`` and ``class_of`` work there (reduce=True always records it).
+    crashes=N also explores up to N client crashes per schedule: the step "A!" kills A's client
+    between two round trips (``ScheduleRun.crash``); A's result is then "(crashed)".
     """
     if len(actors) < 1:
         raise ValueError("explore needs at least one actor")
@@ -348,7 +358,7 @@ def explore(
         raise ValueError("reduce=True and preemptions=N do not combine soundly: use one of them")
     with Connections(lab, actors, [*(reset if reset is not None else ()), *watch]) as connections:
         for _attempt in range(MAX_RESTARTS + 1):
-            search = _Search(list(actors), reduce, preemptions)
+            search = _Search([*actors, *(n + CRASH for n in actors)], reduce, preemptions)
             outcomes, pruned = _search(
                 lab,
                 actors,
@@ -361,6 +371,7 @@ def explore(
                 max_schedules,
                 max_steps,
                 reduce or classes,
+                crashes,
             )
             if outcomes is not None:
                 break
@@ -386,6 +397,19 @@ def explore(
     )
 
 
+def _advance(run: ScheduleRun, name: str) -> None:
+    """Run one step of the search: actor name's next round trip, or its crash ("A!")."""
+    if name.endswith(CRASH):
+        run.crash(name[: -len(CRASH)])
+    else:
+        run.advance(name)
+
+
+def _with_crashes(nexts: dict[str, Footprint], options: list[str]) -> dict[str, Footprint]:
+    """Return nexts with the crash options' footprint (closing a connection touches no key)."""
+    return nexts | {n: NOTHING for n in options if n.endswith(CRASH)}
+
+
 def _search(
     lab: Any,
     actors: Mapping[str, Actor],
@@ -398,6 +422,7 @@ def _search(
     max_schedules: int,
     max_steps: int,
     footprints: bool,
+    crashes: int,
 ) -> tuple[list[Outcome] | None, int]:
     """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
 
@@ -428,6 +453,11 @@ def _search(
             while run.unfinished:
                 options = run.unfinished
                 depth = len(run.names)
+                nexts = run.next_footprints if search.reduce else dict
+                if sum(n.endswith(CRASH) for n in run.names) < crashes:
+                    options = options + [
+                        n + CRASH for n in options if not isinstance(actors[n], Clock)
+                    ]
                 if depth >= max_steps:
                     raise TooManySchedules(
                         f"a schedule ran more than {max_steps} steps; does every "
@@ -442,16 +472,16 @@ def _search(
                             f"{schedule_text(run.names)!r}, runnable clients were "
                             f"{node.options} before and {options} now"
                         )
-                    run.advance(node.chosen)
+                    _advance(run, node.chosen)
                     if depth == len(search.nodes) - 1:  # the new choice: its step is new too
                         search.ran(depth, run.footprints[-1])
                     continue
-                chosen = search.choose(depth, options, run.next_footprints())
+                chosen = search.choose(depth, options, _with_crashes(nexts(), options))
                 if chosen is None:  # every runnable actor is asleep: an equivalent one ran
-                    search.blocked(depth, options, run.next_footprints())
+                    search.blocked(depth, options, _with_crashes(nexts(), options))
                     complete = False
                     break
-                run.advance(chosen)
+                _advance(run, chosen)
                 search.ran(depth, run.footprints[-1])
             if run.new_global_state:
                 return None, pruned
@@ -460,7 +490,10 @@ def _search(
                 if not isinstance(ok, bool):
                     raise TypeError(f"invariant must return a bool, got {ok!r}")
                 results = dict(run.results)
-                text = "  ".join(f"{n}={format_value(results[n], run.short)}" for n in actors)
+                text = "  ".join(
+                    f"{n}={format_value(results[n], run.short) if n in results else CRASHED}"
+                    for n in actors
+                )
                 outcomes.append(
                     Outcome(
                         schedule_text(run.names),
@@ -479,6 +512,7 @@ def _search(
 def normal_form(names: Sequence[str], steps: Sequence[Footprint], order: Sequence[str]) -> str:
     """Return the first order, by actor order, of a schedule's steps that keeps every conflict."""
     rank = {n: i for i, n in enumerate(order)}
+    actor = [n[: -len(CRASH)] if n.endswith(CRASH) else n for n in names]
     left = list(range(len(names)))
     picked: list[str] = []
     while left:  # take the first actor (in order) whose next step waits for no remaining one
@@ -486,10 +520,10 @@ def normal_form(names: Sequence[str], steps: Sequence[Footprint], order: Sequenc
             i
             for position, i in enumerate(left)
             if not any(
-                names[j] == names[i] or steps[j].conflicts(steps[i]) for j in left[:position]
+                actor[j] == actor[i] or steps[j].conflicts(steps[i]) for j in left[:position]
             )
         ]
-        first = min(candidates, key=lambda i: rank[names[i]])
+        first = min(candidates, key=lambda i: (rank[actor[i]], names[i]))
         picked.append(names[first])
         left.remove(first)
     return schedule_text(picked)

@@ -53,7 +53,7 @@ import redis
 from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
 from helpers.errors import RaceLabError
-from helpers.instruments.footprint import EVERYTHING, Footprint, KeyTable, touching
+from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, KeyTable, touching
 from helpers.instruments.race import Op
 
 try:  # greenlets make a gated step a switch instead of two thread hand-offs (explore uses them)
@@ -64,6 +64,8 @@ except ImportError:  # pragma: no cover - the lock has it; threads work without 
 Actor = Callable[[Any], Any]
 MISSING = "nil"
 UNFINISHED = "(unfinished)"
+CRASHED = "(crashed)"
+CRASH = "!"  # the step "A!" in a schedule: A's client dies there (ScheduleRun.crash)
 STEP_TIMEOUT_S = 30.0  # an actor that does not reach its next round trip by then is stuck
 
 
@@ -266,7 +268,15 @@ class Trace:
 def parse_schedule(schedule: str | Sequence[str]) -> list[str]:
     """Return a schedule as a list of client names ('ABAB' or 'A B A B' or ['A', 'B', ...])."""
     if isinstance(schedule, str):
-        return [c for c in schedule if not c.isspace()]
+        names: list[str] = []
+        for c in schedule:
+            if c.isspace():
+                continue
+            if c == CRASH and names:
+                names[-1] += CRASH  # "AB!A": B crashes after A's first step
+            else:
+                names.append(c)
+        return names
     return [str(c) for c in schedule]
 
 
@@ -320,6 +330,7 @@ class _ActorState:
         self.result: Any = UNFINISHED
         self.crash: BaseException | None = None
         self.aborted = False
+        self.killed = False  # crashed: stopped at its next round trip, never to run again
 
 
 def _node_of(lab: Any, keys: Sequence[str]) -> tuple[str, int] | None:
@@ -523,9 +534,9 @@ class ScheduleRun:
             state.step_replies, state.replies = state.replies, []
             state.pending = commands
             state.parked = True
-            if not self._closing:
+            if not (self._closing or state.killed):
                 self._hub.switch()  # back to the scheduler, until it grants this actor a step
-            if self._closing:
+            if self._closing or state.killed:
                 self._abort(state, commands)
             return
         with self._cond:
@@ -533,9 +544,9 @@ class ScheduleRun:
             state.pending = commands
             state.parked = True
             self._cond.notify_all()
-            while state.parked and not self._closing:
+            while state.parked and not (self._closing or state.killed):
                 self._cond.wait()
-            if self._closing:
+            if self._closing or state.killed:
                 self._abort(state, commands)
 
     def _abort(self, state: _ActorState, commands: list[Command]) -> None:
@@ -650,6 +661,31 @@ class ScheduleRun:
             self._wait_until_parked(state)
         return reply_of_round_trip(pending, state.step_replies)
 
+    def crash(self, name: str) -> None:
+        """Kill actor name between two round trips: its connections close, it never runs again.
+
+        Closing the connection ends any WATCH or MULTI it had open; its keys (a lock it took)
+        stay until they expire. Its result is "(crashed)" and it is left out of ``results``.
+        """
+        state = self._runnable(name)
+        if state.gate is None:
+            raise ScheduleError(f"{name!r} is a clock, not a client: it cannot crash")
+        self.names.append(name + CRASH)
+        self.footprints.append(NOTHING)  # closing a connection changes no key
+        state.killed = True
+        if self._greenlets:
+            state.glet.switch()  # its _park sees it killed and stops it
+        else:
+            with self._cond:
+                self._cond.notify_all()
+                stopped = self._cond.wait_for(lambda: state.done, STEP_TIMEOUT_S)
+            if not stopped:
+                raise ScheduleError(f"actor {name} did not stop within {STEP_TIMEOUT_S:g} s")
+        self._check_crash(state)
+        state.client.connection_pool.disconnect()
+        state.gate.open_state = False
+        state.result = CRASHED
+
     def _runnable(self, name: str) -> _ActorState:
         """Return the state of actor name; ScheduleError if it is unknown or finished."""
         state = self.actors.get(name)
@@ -673,7 +709,11 @@ class ScheduleRun:
     def trace(self) -> Trace:
         """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
         text = {
-            n: format_value(s.result, self.short) if s.done and not s.aborted else UNFINISHED
+            n: CRASHED
+            if s.killed
+            else format_value(s.result, self.short)
+            if s.done and not s.aborted
+            else UNFINISHED
             for n, s in self.actors.items()
         }
         return Trace(
@@ -730,7 +770,10 @@ def run_schedule(
     order = parse_schedule(schedule)
     with ScheduleRun(lab, actors, setup, watch, reset) as run:
         for name in order:
-            run.step(name)
+            if name.endswith(CRASH) and name[: -len(CRASH)] in actors:
+                run.crash(name[: -len(CRASH)])
+            else:
+                run.step(name)
         if finish:
             while run.unfinished:
                 run.step(run.unfinished[0])
