@@ -454,7 +454,7 @@ def _search(
                 options = run.unfinished
                 depth = len(run.names)
                 nexts = run.next_footprints if search.reduce else dict
-                if sum(n.endswith(CRASH) for n in run.names) < crashes:
+                if crashes and sum(n.endswith(CRASH) for n in run.names) < crashes:
                     options = options + [
                         n + CRASH for n in options if not isinstance(actors[n], Clock)
                     ]
