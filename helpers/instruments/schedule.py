@@ -56,7 +56,7 @@ from helpers.errors import RaceLabError
 from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, KeyTable, touching
 from helpers.instruments.race import Op
 
-try:  # greenlets make a gated step a switch instead of two thread hand-offs (explore uses them)
+try:  # runner="greenlet": a gated step is a switch, not two thread hand-offs
     import greenlet
 except ImportError:  # pragma: no cover - the lock has it; threads work without it
     greenlet = None
