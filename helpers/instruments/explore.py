@@ -434,9 +434,13 @@ def _search(
     pruned = 0
     while True:
         if len(outcomes) + pruned >= max_schedules:
+            if search.reduce:
+                what, instead = "replays (classes and pruned ones)", "preemptions=N instead"
+            else:
+                what, instead = "schedules", "reduce=True or preemptions=N"
             raise TooManySchedules(
-                f"more than {max_schedules} schedules; shorten the actors, pass reduce=True "
-                f"or preemptions=N, or raise max_schedules"
+                f"more than {max_schedules} {what}; shorten the actors, pass {instead}, "
+                f"or raise max_schedules"
             )
         with ScheduleRun(
             lab,
