@@ -464,3 +464,44 @@ def test_a_schedule_refuses_to_reset_a_key_outside_the_run_prefix(lab: Lab) -> N
         assert trace.results == {"A": "allowed"} and other.get(theirs) == "theirs"
     finally:
         other.delete(theirs)
+
+
+def _steps_of(run: ScheduleRun, schedule: str) -> list[str]:
+    """Return the rows of schedule run to the end on run, as text."""
+    rows = [str(run.step(name)) for name in schedule]
+    return rows + [str(run.trace().results)]
+
+
+@pytest.mark.parametrize("program", [naive_limiter, watch_increment])
+def test_greenlet_runner_gives_the_same_trace_as_threads(lab: Lab, program) -> None:
+    key = lab.key("counter")
+    actors = {"A": partial(program, key=key), "B": partial(program, key=key)}
+    schedule = "ABAB" if program is naive_limiter else "ABABABBBB"
+    seen = []
+    for runner in ("thread", "greenlet"):
+        with ScheduleRun(lab, actors, lambda c: c.set(key, 4), [key], runner=runner) as run:
+            seen.append(_steps_of(run, schedule))
+    assert seen[0] == seen[1]
+
+
+def test_greenlet_runner_stops_an_unfinished_actor_and_closes_its_connection(lab: Lab) -> None:
+    key = lab.key("counter")
+    actors = {"A": partial(watch_increment, key=key)}
+    with ScheduleRun(lab, actors, watch=[key], runner="greenlet") as run:
+        run.step("A")  # WATCH sent: the next round trip is GET
+        state = run.actors["A"]
+        assert run.trace().result_text == {"A": "(unfinished)"}
+    assert state.glet.dead and state.aborted and lab.client().get(key) is None
+
+
+def test_a_crashed_actor_never_runs_again_and_its_watch_ends(lab: Lab) -> None:
+    key = lab.key("counter")
+    actors = {"A": partial(watch_increment, key=key), "B": partial(naive_limiter, key=key)}
+    trace = run_schedule(lab, actors, "AA!BB", watch=[key])
+    assert trace.result_text == {"A": "(crashed)", "B": "'allowed'"} and trace.results == {
+        "B": "allowed"
+    }
+    assert parse_schedule("AA!BB") == ["A", "A!", "B", "B"]
+    with pytest.raises(ScheduleError, match="clock"):
+        with ScheduleRun(lab, {"T": lease_expires(key)}, watch=[key]) as run:
+            run.crash("T")

@@ -16,6 +16,26 @@ makes 1,680 schedules take seconds); ``Exploration.trace("ABAB")`` replays one s
 Two clients of 2 steps have 6 schedules; 2 of 4 steps have 70; 3 of 3 steps have 1680.
 After each complete schedule, ``invariant(client, results)`` is called with a client of the same
 server (to read the keys) and ``{name: return value}``; it returns True when all is well.
+
+Fewer schedules, same answers:
+
+* ``reduce=True``: two schedules are *equivalent* when one becomes the other by swapping
+  neighbouring steps of different actors that touch no key in common, or only read it (see
+  ``helpers.instruments.footprint``); they end in the same state with the same results, so the
+  invariant gives both the same verdict. The search then runs one schedule per class of
+  equivalent schedules: dynamic partial-order reduction (Flanagan and Godefroid, POPL 2005) with
+  sleep sets (Godefroid 1996). A replay that can only repeat a class already run stops early
+  (``Exploration.pruned``). ``Exploration.class_of(schedule)`` names a class by its first
+  equivalent order.
+* ``preemptions=N``: only the schedules in which an actor is switched away from, while it could
+  go on, at most N times (CHESS's bound, Musuvathi and Qadeer, PLDI 2007). The result says
+  ``complete=False`` when the bound left schedules out. The two do not combine (ValueError).
+
+Server-global state: the script cache and Function libraries survive a reset (a shared server's
+cannot be flushed). When an actor loads a script or library for the first time during a search
+(``SCRIPT LOAD``, ``EVAL``, ``FUNCTION LOAD``, as redis-py's ``Script`` does after ``NOSCRIPT``),
+the search starts again with it loaded, so every replay it keeps sees the same server (at most
+MAX_RESTARTS times). The suite's own scripts are loaded before the first replay.
 """
 
 from __future__ import annotations
@@ -25,8 +45,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from helpers.errors import RaceLabError
+from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint
 from helpers.instruments.schedule import (
+    CRASH,
+    CRASHED,
     Actor,
+    Clock,
     Connections,
     ScheduleRun,
     Trace,
@@ -37,11 +62,19 @@ from helpers.instruments.schedule import (
 
 DEFAULT_MAX_SCHEDULES = 20_000
 DEFAULT_MAX_STEPS = 10_000  # per replay: an actor that never finishes must not hang the explorer
+RUNNER = (
+    "thread"  # how replays run their actors: "greenlet" measured no faster here (see benchmarks)
+)
+MAX_RESTARTS = 10  # searches restarted because an actor loaded a new script (see _search)
 Invariant = Callable[[Any, dict[str, Any]], bool]
 
 
-class TooManySchedules(RuntimeError):
+class TooManySchedules(RaceLabError, RuntimeError):
     """The actors have more interleavings than max_schedules allows."""
+
+
+class NotDeterministic(RaceLabError, RuntimeError):
+    """Replaying the same prefix of a schedule let other actors run: the actors are not deterministic."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +85,7 @@ class Outcome:
     ok: bool
     results: dict[str, Any]
     result_text: str
+    steps: tuple[Footprint, ...] = field(default=(), repr=False)  # what each step touched
 
 
 @dataclass
@@ -63,6 +97,37 @@ class Exploration:
     clients: list[str] = field(default_factory=list)
     actors: dict[str, Actor] = field(default_factory=dict, repr=False)
     replay: Callable[[str], Trace] | None = field(default=None, repr=False)
+    reduced: bool = False  # one schedule per class (reduce=True), not every schedule
+    preemptions: int | None = None  # the preemption bound the search kept to (None: none)
+    complete: bool = True  # False: the bound left schedules out
+    pruned: int = 0  # replays cut short because an equivalent schedule had been run
+    _classes: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def class_of(self, schedule: str) -> str:
+        """Return the class of an explored schedule: its first equivalent order, by actor order."""
+        if len(self._classes) != len(self.outcomes):
+            self._classes = {
+                o.schedule: normal_form(self._names(o.schedule), o.steps, self.clients)
+                for o in self.outcomes
+            }
+        if schedule not in self._classes:
+            raise KeyError(f"{schedule!r} is not one of the explored schedules")
+        return self._classes[schedule]
+
+    def _names(self, schedule: str) -> list[str]:
+        return schedule.split() if " " in schedule else list(schedule)
+
+    @property
+    def classes(self) -> int | None:
+        """Return how many classes of equivalent schedules were run (None: steps not recorded)."""
+        if any(not o.steps for o in self.outcomes):
+            return None
+        return len({self.class_of(o.schedule) for o in self.outcomes})
+
+    @property
+    def bad_classes(self) -> list[str]:
+        """Return the classes (as their normal form) of the schedules that broke the invariant."""
+        return sorted({self.class_of(s) for s in self.bad})
 
     def trace(self, schedule: str) -> Trace:
         """Return the printable Trace of one explored schedule (replayed with state on first use)."""
@@ -99,8 +164,13 @@ class Exploration:
         return self.trace(self.bad[0]) if self.bad else None
 
     def summary(self) -> str:
-        """Return 'N of M schedules break the invariant'."""
-        return f"{self.bad_count} of {self.total} schedules break the invariant"
+        """Return 'N of M schedules break the invariant' (classes when reduced; bound if any)."""
+        what = "classes of equivalent schedules" if self.reduced else "schedules"
+        text = f"{self.bad_count} of {self.total} {what} break the invariant"
+        if self.preemptions is not None:
+            text += f" (at most {self.preemptions} preemptions"
+            text += ")" if self.complete else ": not every schedule)"
+        return text
 
     def picture(self, width: int = 88) -> str:
         """Return every schedule on a few lines, bad ones in [brackets], then the summary."""
@@ -136,14 +206,118 @@ class Exploration:
         return schedule_grid(self, title=title, ax=ax)
 
 
-def _next_guide(choices: list[tuple[list[str], str]]) -> list[str] | None:
-    """Return the prefix of the next schedule to try (deepest untried choice), or None when done."""
-    for depth in range(len(choices) - 1, -1, -1):
-        options, chosen = choices[depth]
-        position = options.index(chosen)
-        if position + 1 < len(options):
-            return [c for _opts, c in choices[:depth]] + [options[position + 1]]
-    return None
+@dataclass
+class _Node:
+    """One state of the search: who could run, what each would touch, what was and will be tried."""
+
+    options: list[str]  # the unfinished actors, in the order they were given
+    nexts: dict[str, Footprint]  # what each one's next step reads and writes
+    sleep: frozenset[str]  # actors whose next step is covered by a sibling already explored
+    chosen: str = ""
+    tried: list[str] = field(default_factory=list)  # chosen here so far, in order
+    backtrack: set[str] = field(default_factory=set)  # still to try here (reduce=True)
+    footprint: Footprint = EVERYTHING  # of the step chosen here, once it ran
+    before: int = 0  # bit j set: step j happens before this node's step (itself included)
+    preemptions: int = 0  # preemptions up to and including this node's step
+    child_sleep: frozenset[str] = frozenset()
+
+
+class _Search:
+    """The stateless search: which choice each replay makes at each depth, and what is left."""
+
+    def __init__(self, order: list[str], reduce: bool, preemptions: int | None) -> None:
+        self.order, self.reduce, self.bound = order, reduce, preemptions
+        self.nodes: list[_Node] = []
+        self.bounded = False  # some schedule was left out by the preemption bound
+
+    def _cost(self, depth: int, options: list[str], choice: str) -> int:
+        """Return the preemptions after choosing choice at depth (a switch away from a runnable actor)."""
+        if depth == 0:
+            return 0
+        previous = self.nodes[depth - 1]
+        if choice.endswith(CRASH):  # a fault, not the scheduler's choice
+            return previous.preemptions
+        switch = choice != previous.chosen and previous.chosen in options
+        return previous.preemptions + int(switch)
+
+    def _allowed(self, depth: int, options: list[str], choice: str) -> bool:
+        if self.bound is None or self._cost(depth, options, choice) <= self.bound:
+            return True
+        self.bounded = True
+        return False
+
+    def choose(self, depth: int, options: list[str], nexts: dict[str, Footprint]) -> str | None:
+        """Return the choice at a new depth (first allowed actor not asleep); None: all asleep."""
+        sleep = self.nodes[depth - 1].child_sleep if depth else frozenset()
+        node = _Node(options, nexts, sleep)
+        if self.reduce:
+            self._find_races(depth, node)
+        for name in options:
+            if name not in sleep and self._allowed(depth, options, name):
+                self._take(depth, node, name)
+                self.nodes.append(node)
+                return name
+        return None
+
+    def _take(self, depth: int, node: _Node, name: str) -> None:
+        """Choose name at node: the child's sleep set keeps the tried steps name commutes with."""
+        if self.reduce:
+            asleep = node.sleep | frozenset(node.tried)
+            mine = node.nexts[name]
+            node.child_sleep = frozenset(r for r in asleep if not node.nexts[r].conflicts(mine))
+        node.chosen = name
+        node.tried.append(name)
+        node.backtrack.add(name)
+        node.preemptions = self._cost(depth, node.options, name)
+
+    def ran(self, depth: int, footprint: Footprint) -> None:
+        """Record what the step chosen at depth touched, and which earlier steps happen before it."""
+        node = self.nodes[depth]
+        node.footprint = footprint
+        before = 1 << depth
+        for j in range(depth):
+            other = self.nodes[j]
+            if other.chosen == node.chosen or other.footprint.conflicts(footprint):
+                before |= other.before
+        node.before = before
+
+    def _find_races(self, depth: int, node: _Node) -> None:
+        """Flanagan-Godefroid: for each actor's next step, reverse its latest race in the prefix."""
+        for name in node.options:
+            step = node.nexts[name]
+            mine = next(
+                (
+                    self.nodes[k].before
+                    for k in range(depth - 1, -1, -1)
+                    if self.nodes[k].chosen == name
+                ),
+                0,
+            )
+            for j in range(depth - 1, -1, -1):
+                other = self.nodes[j]
+                if other.chosen != name and other.footprint.conflicts(step) and not mine >> j & 1:
+                    other.backtrack.add(name)
+                    break
+
+    def blocked(self, depth: int, options: list[str], nexts: dict[str, Footprint]) -> None:
+        """Record a replay cut short at depth because every runnable actor was asleep."""
+        if self.reduce:
+            self._find_races(depth, _Node(options, nexts, frozenset()))
+
+    def next_prefix(self) -> int | None:
+        """Make the deepest untried choice; return its depth (replay nodes[:depth+1]), None: done."""
+        for depth in range(len(self.nodes) - 1, -1, -1):
+            node = self.nodes[depth]
+            wanted = node.backtrack if self.reduce else node.options
+            if self.reduce:  # a crash is the other way an actor's next step can go
+                wanted = wanted | {n + CRASH for n in node.backtrack if n + CRASH in node.options}
+            for name in self.order:
+                if name in wanted and name not in node.tried and name not in node.sleep:
+                    if self._allowed(depth, node.options, name):
+                        del self.nodes[depth + 1 :]
+                        self._take(depth, node, name)
+                        return depth
+        return None
 
 
 def explore(
@@ -156,6 +330,11 @@ def explore(
     max_schedules: int = DEFAULT_MAX_SCHEDULES,
     keep_traces: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
+    *,
+    reduce: bool = False,
+    preemptions: int | None = None,
+    classes: bool = False,
+    crashes: int = 0,
 ) -> Exploration:
     """Run every interleaving of the actors' round trips; return which schedules break invariant.
 
@@ -164,55 +343,194 @@ def explore(
     one schedule with ``run_schedule`` to print it, which gives the same trace because actors
     must be deterministic. keep_traces=False drops that ability (no reference to lab is kept).
     A replay longer than max_steps steps (an actor that never finishes) raises TooManySchedules.
+    reduce=True runs one schedule per class of equivalent schedules (DPOR with sleep sets);
+    preemptions=N runs only the schedules with at most N preemptions (not complete).
+    classes=True records what each step touches in an exhaustive search too, so that
+    ``Exploration.classes`` and ``class_of`` work there (reduce=True always records it).
+    crashes=N also explores up to N client crashes per schedule: the step "A!" kills A's client
+    between two round trips (``ScheduleRun.crash``); A's result is then "(crashed)".
     """
     if len(actors) < 1:
         raise ValueError("explore needs at least one actor")
-    outcomes: list[Outcome] = []
-    guide: list[str] | None = []
-    previous: list[tuple[list[str], str]] = []
+    if preemptions is not None and (isinstance(preemptions, bool) or preemptions < 0):
+        raise ValueError(f"preemptions must be a number >= 0 or None, got {preemptions!r}")
+    if reduce and preemptions is not None:
+        raise ValueError("reduce=True and preemptions=N do not combine soundly: use one of them")
     with Connections(lab, actors, [*(reset if reset is not None else ()), *watch]) as connections:
-        while guide is not None:
-            if len(outcomes) >= max_schedules:
-                raise TooManySchedules(
-                    f"more than {max_schedules} schedules; shorten the actors "
-                    f"or raise max_schedules"
-                )
-            choices: list[tuple[list[str], str]] = []
-            with ScheduleRun(
-                lab, actors, setup, watch, reset, connections=connections, observe=False
-            ) as run:
-                while run.unfinished:
-                    options = run.unfinished
-                    depth = len(choices)
-                    if depth >= max_steps:
-                        raise TooManySchedules(
-                            f"a schedule ran more than {max_steps} steps; does every "
-                            f"actor finish? (or raise max_steps)"
-                        )
-                    chosen = guide[depth] if depth < len(guide) else options[0]
-                    if depth < len(guide) and options != previous[depth][0]:
-                        # Same prefix as the previous replay, so the same clients must be runnable.
-                        raise RuntimeError(
-                            f"actors are not deterministic: replaying "
-                            f"{schedule_text(guide[:depth])!r}, runnable clients were "
-                            f"{previous[depth][0]} before and {options} now"
-                        )
-                    choices.append((options, chosen))
-                    run.step(chosen)
-                ok = invariant(run.observer, dict(run.results))
-                results = dict(run.results)
-                order = schedule_text(run.names)
-            if not isinstance(ok, bool):
-                raise TypeError(f"invariant must return a bool, got {ok!r}")
-            text = "  ".join(f"{n}={format_value(results[n], run.short)}" for n in actors)
-            outcomes.append(Outcome(order, ok, results, text))
-            guide, previous = _next_guide(choices), choices
+        for _attempt in range(MAX_RESTARTS + 1):
+            search = _Search([*actors, *(n + CRASH for n in actors)], reduce, preemptions)
+            outcomes, pruned = _search(
+                lab,
+                actors,
+                invariant,
+                setup,
+                watch,
+                reset,
+                connections,
+                search,
+                max_schedules,
+                max_steps,
+                reduce or classes,
+                crashes,
+            )
+            if outcomes is not None:
+                break
+        else:
+            raise NotDeterministic(
+                f"the actors kept loading new scripts or libraries after {MAX_RESTARTS} restarts"
+            )
 
     def replay(schedule: str) -> Trace:
         names = schedule.split() if " " in schedule else list(schedule)  # inverse of schedule_text
         return run_schedule(lab, actors, names, setup=setup, watch=watch, reset=reset)
 
-    return Exploration(outcomes, {}, list(actors), dict(actors), replay if keep_traces else None)
+    return Exploration(
+        outcomes,
+        {},
+        list(actors),
+        dict(actors),
+        replay if keep_traces else None,
+        reduced=reduce,
+        preemptions=preemptions,
+        complete=not search.bounded,
+        pruned=pruned,
+    )
+
+
+def _advance(run: ScheduleRun, name: str) -> None:
+    """Run one step of the search: actor name's next round trip, or its crash ("A!")."""
+    if name.endswith(CRASH):
+        run.crash(name[: -len(CRASH)])
+    else:
+        run.advance(name)
+
+
+def _with_crashes(nexts: dict[str, Footprint], options: list[str]) -> dict[str, Footprint]:
+    """Return nexts with the crash options' footprint (closing a connection touches no key)."""
+    return nexts | {n: NOTHING for n in options if n.endswith(CRASH)}
+
+
+def _search(
+    lab: Any,
+    actors: Mapping[str, Actor],
+    invariant: Callable[[Any, dict[str, Any]], bool],
+    setup: Callable[[Any], Any] | None,
+    watch: Sequence[str],
+    reset: Sequence[str] | None,
+    connections: Connections,
+    search: _Search,
+    max_schedules: int,
+    max_steps: int,
+    footprints: bool,
+    crashes: int,
+) -> tuple[list[Outcome] | None, int]:
+    """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
+
+    A replay in which an actor loads a script or Function library for the first time (server
+    state no reset restores) ends the search: it restarts with that script loaded, so that every
+    replay it keeps sees the same server.
+    """
+    outcomes: list[Outcome] = []
+    pruned = 0
+    while True:
+        if len(outcomes) + pruned >= max_schedules:
+            if search.reduce:
+                what, instead = "replays (classes and pruned ones)", "preemptions=N instead"
+            else:
+                what, instead = "schedules", "reduce=True or preemptions=N"
+            raise TooManySchedules(
+                f"more than {max_schedules} {what}; shorten the actors, pass {instead}, "
+                f"or raise max_schedules"
+            )
+        with ScheduleRun(
+            lab,
+            actors,
+            setup,
+            watch,
+            reset,
+            connections=connections,
+            observe=False,
+            footprints=footprints,
+            runner=RUNNER,
+        ) as run:
+            complete = True
+            while run.unfinished:
+                options = run.unfinished
+                depth = len(run.names)
+                nexts = run.next_footprints if search.reduce else dict
+                if crashes and sum(n.endswith(CRASH) for n in run.names) < crashes:
+                    options = options + [
+                        n + CRASH for n in options if not isinstance(actors[n], Clock)
+                    ]
+                if depth >= max_steps:
+                    raise TooManySchedules(
+                        f"a schedule ran more than {max_steps} steps; does every "
+                        f"actor finish? (or raise max_steps)"
+                    )
+                if depth < len(search.nodes):  # the prefix an earlier replay chose
+                    node = search.nodes[depth]
+                    if options != node.options:
+                        # Same prefix as an earlier replay, so the same clients must be runnable.
+                        raise NotDeterministic(
+                            f"actors are not deterministic: replaying "
+                            f"{schedule_text(run.names)!r}, runnable clients were "
+                            f"{node.options} before and {options} now"
+                        )
+                    _advance(run, node.chosen)
+                    if depth == len(search.nodes) - 1:  # the new choice: its step is new too
+                        search.ran(depth, run.footprints[-1])
+                    continue
+                chosen = search.choose(depth, options, _with_crashes(nexts(), options))
+                if chosen is None:  # every runnable actor is asleep: an equivalent one ran
+                    search.blocked(depth, options, _with_crashes(nexts(), options))
+                    complete = False
+                    break
+                _advance(run, chosen)
+                search.ran(depth, run.footprints[-1])
+            if run.new_global_state:
+                return None, pruned
+            if complete:
+                ok = invariant(run.observer, dict(run.results))
+                if not isinstance(ok, bool):
+                    raise TypeError(f"invariant must return a bool, got {ok!r}")
+                results = dict(run.results)
+                text = "  ".join(
+                    f"{n}={format_value(results[n], run.short) if n in results else CRASHED}"
+                    for n in actors
+                )
+                outcomes.append(
+                    Outcome(
+                        schedule_text(run.names),
+                        ok,
+                        results,
+                        text,
+                        tuple(run.footprints) if footprints else (),
+                    )
+                )
+            else:
+                pruned += 1
+        if search.next_prefix() is None:
+            return outcomes, pruned
+
+
+def normal_form(names: Sequence[str], steps: Sequence[Footprint], order: Sequence[str]) -> str:
+    """Return the first order, by actor order, of a schedule's steps that keeps every conflict."""
+    rank = {n: i for i, n in enumerate(order)}
+    actor = [n[: -len(CRASH)] if n.endswith(CRASH) else n for n in names]
+    left = list(range(len(names)))
+    picked: list[str] = []
+    while left:  # take the first actor (in order) whose next step waits for no remaining one
+        candidates = [
+            i
+            for position, i in enumerate(left)
+            if not any(
+                actor[j] == actor[i] or steps[j].conflicts(steps[i]) for j in left[:position]
+            )
+        ]
+        first = min(candidates, key=lambda i: (rank[actor[i]], names[i]))
+        picked.append(names[first])
+        left.remove(first)
+    return schedule_text(picked)
 
 
 def count_interleavings(*steps: int) -> int:

@@ -52,15 +52,24 @@ import redis
 
 from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
+from helpers.errors import RaceLabError
+from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, KeyTable, touching
 from helpers.instruments.history import Op, Span, hold_spans
+
+try:  # runner="greenlet": a gated step is a switch, not two thread hand-offs
+    import greenlet
+except ImportError:  # pragma: no cover - the lock has it; threads work without it
+    greenlet = None
 
 Actor = Callable[[Any], Any]
 MISSING = "nil"
 UNFINISHED = "(unfinished)"
+CRASHED = "(crashed)"
+CRASH = "!"  # the step "A!" in a schedule: A's client dies there (ScheduleRun.crash)
 STEP_TIMEOUT_S = 30.0  # an actor that does not reach its next round trip by then is stuck
 
 
-class ScheduleError(ValueError):
+class ScheduleError(RaceLabError, ValueError):
     """A schedule names an unknown or finished client, leaves clients unfinished, or an actor is stuck."""
 
 
@@ -76,6 +85,10 @@ class Clock:
 
     def __init__(self, fn: Actor, label: str, key: str | None = None) -> None:
         self.fn, self.label, self.key = fn, label, key
+
+    def footprint(self) -> Footprint:
+        """Return what the clock's step touches: its key, or everything when it names none."""
+        return touching([self.key]) if self.key is not None else EVERYTHING
 
     def describe(self, short: Callable[[Any], str]) -> str:
         """Return the label for a trace, with {key} replaced by the key without the run prefix."""
@@ -261,7 +274,15 @@ class Trace:
 def parse_schedule(schedule: str | Sequence[str]) -> list[str]:
     """Return a schedule as a list of client names ('ABAB' or 'A B A B' or ['A', 'B', ...])."""
     if isinstance(schedule, str):
-        return [c for c in schedule if not c.isspace()]
+        names: list[str] = []
+        for c in schedule:
+            if c.isspace():
+                continue
+            if c == CRASH and names:
+                names[-1] += CRASH  # "AB!A": B crashes after A's first step
+            else:
+                names.append(c)
+        return names
     return [str(c) for c in schedule]
 
 
@@ -305,6 +326,8 @@ class _ActorState:
     def __init__(self, name: str, fn: Actor, client: Any, gate: Gate | None) -> None:
         self.name, self.fn, self.client, self.gate = name, fn, client, gate
         self.thread: threading.Thread | None = None
+        self.glet: Any = None  # the greenlet it runs in (runner="greenlet")
+        self.footprint: Footprint = fn.footprint() if isinstance(fn, Clock) else EVERYTHING
         self.parked = False
         self.done = False
         self.pending: list[Command] = []
@@ -313,6 +336,7 @@ class _ActorState:
         self.result: Any = UNFINISHED
         self.crash: BaseException | None = None
         self.aborted = False
+        self.killed = False  # crashed: stopped at its next round trip, never to run again
 
 
 def _node_of(lab: Any, keys: Sequence[str]) -> tuple[str, int] | None:
@@ -336,6 +360,9 @@ class Connections:
         self.lab = lab
         self.observer = lab.client()
         self.clients: dict[str, tuple[Any, Gate | None]] = {}
+        self.loaded: set[tuple[str, str]] = set()  # scripts and libraries the actors loaded
+        self.keys = list(keys)
+        self._key_table: KeyTable | None = None
         try:
             preload(self.observer)  # so that no actor's EVALSHA meets NOSCRIPT mid-schedule
             node = _node_of(lab, list(keys))
@@ -350,6 +377,13 @@ class Connections:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def key_table(self) -> KeyTable:
+        """Return the server's command table (read once, with the observer), for footprints."""
+        if self._key_table is None:
+            self._key_table = KeyTable(self.observer, self.keys)
+        return self._key_table
 
     def close(self) -> None:
         """Release every client."""
@@ -402,6 +436,11 @@ class ScheduleRun:
 
     Each run makes its own gated clients, unless ``connections`` (a ``Connections``) is given; with
     ``observe=False`` the watched keys are not read after each step (faster; rows show no state).
+    ``footprints=True`` records the keys each step reads and writes (``next_footprints``,
+    ``footprints``; see ``helpers.instruments.footprint``). ``runner="greenlet"`` runs the actors
+    as greenlets of the calling thread instead of threads: a step is then a switch, not two
+    thread hand-offs, but ``step`` must be called from the thread that made the run, and an actor
+    that blocks on something other than Redis blocks the caller (no step timeout).
     """
 
     def __init__(
@@ -413,7 +452,12 @@ class ScheduleRun:
         reset: Sequence[str] | None = None,
         connections: Connections | None = None,
         observe: bool = True,
+        *,
+        footprints: bool = False,
+        runner: str = "thread",
     ) -> None:
+        if runner not in ("thread", "greenlet"):
+            raise ValueError(f"runner must be 'thread' or 'greenlet', got {runner!r}")
         if not actors:
             raise ValueError("actors must name at least one client")
         not_callable = [n for n, fn in actors.items() if not callable(fn)]
@@ -435,7 +479,12 @@ class ScheduleRun:
         self._closing = False
         self.rows: list[TraceRow] = []
         self.names: list[str] = []
+        self.footprints: list[Footprint] = []  # of each step run (footprints=True)
+        self.new_global_state: list[tuple[str, str]] = []  # scripts/libraries first loaded now
         self.actors: dict[str, _ActorState] = {}
+        self._keys = self._connections.key_table if footprints else None
+        self._greenlets = runner == "greenlet" and greenlet is not None
+        self._hub = greenlet.getcurrent() if self._greenlets else None
         try:
             if to_reset:
                 self.observer.delete(*to_reset)
@@ -456,6 +505,11 @@ class ScheduleRun:
 
     def _start(self, state: _ActorState) -> None:
         state.gate.run = self
+        if self._greenlets:
+            state.glet = greenlet.greenlet(self._body)
+            state.glet.switch(state)  # runs the actor up to its first round trip
+            self._check_crash(state)
+            return
         state.thread = threading.Thread(
             target=self._body, args=(state,), daemon=True, name=f"racelab-actor-{state.name}"
         )
@@ -479,25 +533,65 @@ class ScheduleRun:
 
     def _park(self, name: str, commands: list[Command]) -> None:
         state = self.actors[name]
+        self._note_global_state(commands)
+        if self._keys is not None:
+            state.footprint = self._keys.footprint(commands)
+        if self._greenlets:
+            state.step_replies, state.replies = state.replies, []
+            state.pending = commands
+            state.parked = True
+            if not (self._closing or state.killed):
+                self._hub.switch()  # back to the scheduler, until it grants this actor a step
+            if self._closing or state.killed:
+                self._abort(state, commands)
+            return
         with self._cond:
             state.step_replies, state.replies = state.replies, []
             state.pending = commands
             state.parked = True
             self._cond.notify_all()
-            while state.parked and not self._closing:
+            while state.parked and not (self._closing or state.killed):
                 self._cond.wait()
-            if self._closing:
-                state.parked = False
-                if state.aborted:  # cleanup code on the way out (a pipeline's UNWATCH): the
-                    # connection is about to be closed anyway, which redis-py handles quietly
-                    raise redis.ConnectionError(f"the schedule ended: {name} is stopped")
-                state.aborted = True
-                raise Aborted(f"the schedule ended before {name} sent {commands}")
+            if self._closing or state.killed:
+                self._abort(state, commands)
+
+    def _abort(self, state: _ActorState, commands: list[Command]) -> None:
+        """Stop an actor at the round trip it is about to send: its run is closing."""
+        state.parked = False
+        if state.aborted:  # cleanup code on the way out (a pipeline's UNWATCH): the
+            # connection is about to be closed anyway, which redis-py handles quietly
+            raise redis.ConnectionError(f"the schedule ended: {state.name} is stopped")
+        state.aborted = True
+        raise Aborted(f"the schedule ended before {state.name} sent {commands}")
+
+    def _note_global_state(self, commands: list[Command]) -> None:
+        """Record a script or Function library loaded for the first time (server-global state)."""
+        for args in commands:
+            if args and " " in _text(args[0]):  # redis-py sends "SCRIPT LOAD" as one argument
+                args = (*_text(args[0]).split(), *args[1:])
+            name = command_name(args)
+            if name in ("EVAL", "EVAL_RO") and len(args) > 1:
+                loaded = ("script", _text(args[1]))
+            elif (
+                name in ("SCRIPT", "FUNCTION")
+                and len(args) > 2
+                and _text(args[1]).upper() == "LOAD"
+            ):
+                loaded = (name.lower(), _text(args[-1]))
+            else:
+                continue
+            if loaded not in self._connections.loaded:
+                self._connections.loaded.add(loaded)
+                self.new_global_state.append(loaded)
 
     def _reply(self, name: str, reply: Any) -> None:
         self.actors[name].replies.append(reply)
 
     # --- the scheduler's side -------------------------------------------------------------------
+
+    def _check_crash(self, state: _ActorState) -> None:
+        if state.crash is not None:
+            raise state.crash
 
     def _wait_until_parked(self, state: _ActorState) -> None:
         with self._cond:
@@ -512,6 +606,10 @@ class ScheduleRun:
 
     def _state(self) -> str:
         return read_state(self.observer, self.watch, self.short) if self.observe else ""
+
+    def next_footprints(self) -> dict[str, Footprint]:
+        """Return {actor: what its next step reads and writes} for every unfinished actor."""
+        return {n: s.footprint for n, s in self.actors.items() if not s.done}
 
     @property
     def unfinished(self) -> list[str]:
@@ -537,43 +635,91 @@ class ScheduleRun:
 
     def step(self, name: str) -> TraceRow:
         """Let actor name send its next round trip and run up to the one after; return the trace row."""
-        if name not in self.actors:
-            raise ScheduleError(
-                f"schedule names {name!r}, which is not a client ({', '.join(self.actors)})"
-            )
-        state = self.actors[name]
-        if state.done:
-            raise ScheduleError(
-                f"schedule asks {name!r} for step {len(self.rows) + 1}, but {name!r} "
-                f"has already finished (result {format_value(state.result, self.short)})"
-            )
+        state = self._runnable(name)
         if state.gate is None:  # a Clock: its whole function is this one step
-            command, reply = self._tick(state)
+            command = state.fn.describe(self.short)
+            reply = self.advance(name)
         else:
             command = describe_round_trip(state.pending, self.short)
-            pending = state.pending
-            with self._cond:
-                state.parked = False
-                self._cond.notify_all()
-            self._wait_until_parked(state)
-            reply = reply_of_round_trip(pending, state.step_replies)
+            reply = self.advance(name)
         row = TraceRow(
             len(self.rows) + 1, name, command, format_value(reply, self.short), self._state()
         )
         self.rows.append(row)
-        self.names.append(name)
         return row
 
-    def _tick(self, state: _ActorState) -> tuple[str, Any]:
+    def advance(self, name: str) -> Any:
+        """Run actor name's next step as step() does, without a trace row; return its reply."""
+        state = self._runnable(name)
+        self.footprints.append(state.footprint)
+        self.names.append(name)
+        if state.gate is None:
+            return self._tick(state)
+        pending = state.pending
+        if self._greenlets:
+            state.parked = False
+            state.glet.switch()  # the actor sends, reads the reply, runs to its next one
+            self._check_crash(state)
+        else:
+            with self._cond:
+                state.parked = False
+                self._cond.notify_all()
+            self._wait_until_parked(state)
+        return reply_of_round_trip(pending, state.step_replies)
+
+    def crash(self, name: str) -> None:
+        """Kill actor name between two round trips: its connections close, it never runs again.
+
+        Closing the connection ends any WATCH or MULTI it had open; its keys (a lock it took)
+        stay until they expire. Its result is "(crashed)" and it is left out of ``results``.
+        """
+        state = self._runnable(name)
+        if state.gate is None:
+            raise ScheduleError(f"{name!r} is a clock, not a client: it cannot crash")
+        self.names.append(name + CRASH)
+        self.footprints.append(NOTHING)  # closing a connection changes no key
+        state.killed = True
+        if self._greenlets:
+            state.glet.switch()  # its _park sees it killed and stops it
+        else:
+            with self._cond:
+                self._cond.notify_all()
+                stopped = self._cond.wait_for(lambda: state.done, STEP_TIMEOUT_S)
+            if not stopped:
+                raise ScheduleError(f"actor {name} did not stop within {STEP_TIMEOUT_S:g} s")
+        self._check_crash(state)
+        state.client.connection_pool.disconnect()
+        state.gate.open_state = False
+        state.result = CRASHED
+
+    def _runnable(self, name: str) -> _ActorState:
+        """Return the state of actor name; ScheduleError if it is unknown or finished."""
+        state = self.actors.get(name)
+        if state is None:
+            raise ScheduleError(
+                f"schedule names {name!r}, which is not a client ({', '.join(self.actors)})"
+            )
+        if state.done:
+            raise ScheduleError(
+                f"schedule asks {name!r} for step {len(self.names) + 1}, but {name!r} "
+                f"has already finished (result {format_value(state.result, self.short)})"
+            )
+        return state
+
+    def _tick(self, state: _ActorState) -> Any:
         clock: Clock = state.fn  # type: ignore[assignment]
         state.result = clock(self.observer)
         state.done = True
-        return clock.describe(self.short), state.result
+        return state.result
 
     def trace(self) -> Trace:
         """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
         text = {
-            n: format_value(s.result, self.short) if s.done and not s.aborted else UNFINISHED
+            n: CRASHED
+            if s.killed
+            else format_value(s.result, self.short)
+            if s.done and not s.aborted
+            else UNFINISHED
             for n, s in self.actors.items()
         }
         return Trace(
@@ -591,6 +737,8 @@ class ScheduleRun:
             self._closing = True
             self._cond.notify_all()
         for state in self.actors.values():
+            if state.glet is not None and not state.glet.dead:
+                state.glet.switch()  # its _park sees the run closing and stops it
             if state.thread is not None:
                 state.thread.join(STEP_TIMEOUT_S)
             if state.gate is not None:
@@ -628,7 +776,10 @@ def run_schedule(
     order = parse_schedule(schedule)
     with ScheduleRun(lab, actors, setup, watch, reset) as run:
         for name in order:
-            run.step(name)
+            if name.endswith(CRASH) and name[: -len(CRASH)] in actors:
+                run.crash(name[: -len(CRASH)])
+            else:
+                run.step(name)
         if finish:
             while run.unfinished:
                 run.step(run.unfinished[0])

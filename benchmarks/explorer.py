@@ -1,0 +1,229 @@
+"""Explorer speed: schedules/s and seconds for a few actors × round trips, exhaustive and reduced.
+
+Every cell explores actors that alternate ``GET key`` and ``SET key value+1`` (a read-modify-write
+counter, so reads commute and writes conflict), on one key for all actors or on a key of its own
+for each (actors that never conflict). A cell is run three ways where the code has them:
+
+* ``exhaustive``: every interleaving (``explore(...)``, the default);
+* ``reduce``: one schedule per class of equivalent schedules (``explore(..., reduce=True)``);
+* ``preemptions=2``: every schedule with at most 2 preemptions (``explore(..., preemptions=2)``).
+
+Each cell runs in a subprocess of its own, on the embedded backend and on a throwaway real
+redis-server. ``--before TREE`` runs the same cells, exhaustive only, on another checkout of the
+suite (e.g. ``git worktree add --detach /tmp/before <commit>``) in the same run, so the "before"
+and "after" columns come from the same machine at the same time. A cell is skipped, with the
+reason in the table, when it has more schedules than the explorer's limit (20,000) or runs
+longer than ``--timeout`` seconds. Writes ``benchmarks/results/explorer.json`` with provenance.
+Usage: ``python -m benchmarks explorer [--before TREE] [--only CELL] [--backends embedded,real]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve()
+TREE = HERE.parent.parent
+RESULTS = HERE.parent / "results" / "explorer.json"
+# name: (actors, round trips per actor, keys: "one" or "own")
+CELLS: dict[str, tuple[int, int, str]] = {
+    "2x4 one key": (2, 4, "one"),
+    "2x6 one key": (2, 6, "one"),
+    "2x8 one key": (2, 8, "one"),
+    "2x8 own keys": (2, 8, "own"),
+    "3x3 one key": (3, 3, "one"),
+    "3x4 one key": (3, 4, "one"),
+    "2x10 one key": (2, 10, "one"),
+}
+WAYS = {"exhaustive": {}, "reduce": {"reduce": True}, "preemptions=2": {"preemptions": 2}}
+MAX_SCHEDULES = 20_000
+
+
+def count_interleavings(*steps: int) -> int:
+    """Return the number of interleavings of actors with these step counts (multinomial)."""
+    from math import factorial
+
+    total = factorial(sum(steps))
+    for s in steps:
+        total //= factorial(s)
+    return total
+
+
+def read_modify_write(client: Any, key: str, steps: int) -> str:
+    """Alternate GET key and SET key value+1 for steps round trips; return 'done'."""
+    value = 0
+    for i in range(steps):
+        if i % 2 == 0:
+            value = int(client.get(key) or 0)
+        else:
+            client.set(key, value + 1)
+    return "done"
+
+
+def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
+    """Explore one cell one way on one backend (in this process); return its figures."""
+    from functools import partial
+
+    from helpers import connect
+    from helpers.instruments.explore import explore
+
+    actors, steps, keys = CELLS[cell]
+    with connect("bench_explorer", backend=backend) as lab:
+        names = "ABCDEFGH"[:actors]
+        key_of = {n: lab.key("n" if keys == "one" else f"n-{n}") for n in names}
+        programs = {n: partial(read_modify_write, key=key_of[n], steps=steps) for n in names}
+        started, cpu = time.perf_counter(), time.process_time()
+        found = explore(
+            lab,
+            programs,
+            lambda client, results: True,
+            watch=sorted(set(key_of.values())),
+            max_schedules=MAX_SCHEDULES,
+            keep_traces=False,
+            **WAYS[way],
+        )
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        return {
+            "schedules": found.total,
+            "classes": getattr(found, "classes", None),
+            "complete": getattr(found, "complete", True),
+            "seconds": round(seconds, 3),
+            "cpu_seconds": round(cpu, 3),
+            "schedules_per_s": round(found.total / seconds, 1),
+        }
+
+
+def _subprocess(tree: Path, cell: str, way: str, backend: str, timeout: float) -> dict[str, Any]:
+    """Run one cell in a fresh interpreter that imports the suite from tree; return its figures."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "RACELAB_BACKEND": backend}
+    env.pop("REDIS_URL", None)
+    command = [sys.executable, str(HERE), "--cell", cell, "--way", way, "--backend", backend]
+    try:
+        done = subprocess.run(
+            command, env=env, cwd=tree, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"over the {timeout:g} s cap"}
+    if done.returncode != 0:
+        return {"skipped": f"failed: {(done.stderr.strip().splitlines() or ['?'])[-1][:120]}"}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _ways_for(cell: str, before: bool) -> list[str]:
+    return ["exhaustive"] if before else list(WAYS)
+
+
+def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Run every requested cell on every tree, way and backend; return one row per run."""
+    rows = []
+    trees = [("after", TREE)] + ([("before", args.before)] if args.before else [])
+    for backend in args.backends:
+        cells = args.only or list(CELLS)
+        if backend == "real" and args.real_cells:
+            cells = [c for c in cells if c in args.real_cells.split(",")]
+        for cell in cells:
+            actors, steps, _keys = CELLS[cell]
+            every = count_interleavings(*[steps] * actors)
+            for label, tree in trees:
+                for way in _ways_for(cell, label == "before"):
+                    row: dict[str, Any] = {
+                        "backend": backend,
+                        "cell": cell,
+                        "code": label,
+                        "way": way,
+                        "interleavings": every,
+                    }
+                    if way == "exhaustive" and every > MAX_SCHEDULES:
+                        row["skipped"] = f"{every:,} schedules, over the {MAX_SCHEDULES:,} limit"
+                    else:
+                        row.update(_subprocess(tree, cell, way, backend, args.timeout))
+                    rows.append(row)
+                    print(_line(row), flush=True)
+    return rows
+
+
+def _line(row: dict[str, Any]) -> str:
+    head = f"{row['backend']:<8} {row['cell']:<13} {row['code']:<6} {row['way']:<13}"
+    if "skipped" in row:
+        return f"{head} skipped: {row['skipped']}"
+    classes = "" if row.get("classes") is None else f"{row['classes']:>7,}"
+    return (
+        f"{head} {row['schedules']:>7,} {classes:>7} {row['seconds']:>8.2f} s "
+        f"{row['schedules_per_s']:>9,.1f}/s  cpu {row['cpu_seconds']:>7.2f} s"
+        f"{'' if row.get('complete', True) else '  (bounded)'}"
+    )
+
+
+def provenance(argv: list[str], load_before: tuple[float, ...]) -> dict[str, Any]:
+    """Return where and when the figures were measured."""
+    import redis
+
+    return {
+        "redis_py": redis.__version__,
+        "python": platform.python_version(),
+        "cpu_count": os.cpu_count(),
+        "machine": f"{platform.system()} {platform.machine()}",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": " ".join(["python -m benchmarks explorer", *argv]),
+        "commit": _commit(TREE),
+        "load_average": [round(x, 2) for x in load_before],
+        "load_average_after": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def _commit(tree: Path) -> str:
+    done = subprocess.run(
+        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    return done.stdout.strip() or "unknown"
+
+
+def main(argv: list[str]) -> int:
+    """Measure the cells (after, and before when --before is given); write results/explorer.json."""
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks explorer",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--before", type=Path, help="another checkout to measure alongside")
+    parser.add_argument("--only", action="append", choices=list(CELLS), help="one cell (repeat)")
+    parser.add_argument("--backends", default="embedded,real", help="comma-separated backends")
+    parser.add_argument("--real-cells", help="comma-separated cells to run on real (default all)")
+    parser.add_argument("--timeout", type=float, default=300.0, help="cap per cell, in seconds")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
+    parser.add_argument("--cell", help=argparse.SUPPRESS)  # the subprocess side
+    parser.add_argument("--way", help=argparse.SUPPRESS)
+    parser.add_argument("--backend", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.cell:
+        print(json.dumps(run_cell(args.cell, args.way, args.backend)))
+        return 0
+    args.backends = args.backends.split(",")
+    load_before = os.getloadavg()
+    rows = measure(args)
+    data = {
+        "name": "explorer",
+        "what": "explore() on actors alternating GET and SET (one key shared, or a key each)",
+        "unit": "seconds of one explore() call; schedules run per second",
+        "max_schedules": MAX_SCHEDULES,
+        "before": str(args.before) if args.before else None,
+        "before_commit": _commit(args.before) if args.before else None,
+        "provenance": provenance(argv, load_before),
+        "rows": rows,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

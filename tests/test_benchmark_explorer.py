@@ -1,0 +1,30 @@
+"""benchmarks/explorer.py: each cell runs in its own interpreter and the file says where it ran."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from benchmarks import explorer
+
+
+def test_one_cell_on_embedded_gives_every_way_and_its_provenance(tmp_path: Path) -> None:
+    out = tmp_path / "explorer.json"
+    assert (
+        explorer.main(["--only", "2x4 one key", "--backends", "embedded", "--out", str(out)]) == 0
+    )
+    data = json.loads(out.read_text())
+    rows = {row["way"]: row for row in data["rows"]}
+    assert rows["exhaustive"]["schedules"] == 70 == rows["exhaustive"]["interleavings"]
+    assert rows["reduce"]["schedules"] == rows["reduce"]["classes"] == 34
+    assert rows["preemptions=2"]["schedules"] == 26 and rows["preemptions=2"]["complete"] is False
+    assert {"date", "commit", "load_average", "cpu_count"} <= set(data["provenance"])
+
+
+def test_a_cell_over_the_limit_is_skipped_with_its_reason(tmp_path: Path) -> None:
+    out = tmp_path / "explorer.json"
+    argv = ["--only", "3x4 one key", "--backends", "embedded", "--out", str(out), "--timeout", "1"]
+    assert explorer.main(argv) == 0
+    rows = {row["way"]: row for row in json.loads(out.read_text())["rows"]}
+    assert rows["exhaustive"]["skipped"] == "34,650 schedules, over the 20,000 limit"
+    assert rows["reduce"]["skipped"] == "over the 1 s cap"
