@@ -43,7 +43,11 @@ CELLS: dict[str, tuple[int, int, str]] = {
     "3x4 one key": (3, 4, "one"),
     "2x10 one key": (2, 10, "one"),
 }
-WAYS = {"exhaustive": {}, "reduce": {"reduce": True}, "preemptions=2": {"preemptions": 2}}
+WAYS: dict[str, dict[str, Any]] = {
+    "exhaustive": {},
+    "reduce": {"reduce": True},
+    "preemptions=2": {"preemptions": 2},
+}
 MAX_SCHEDULES = 20_000
 
 

@@ -310,7 +310,9 @@ class _Search:
             node = self.nodes[depth]
             wanted = node.backtrack if self.reduce else node.options
             if self.reduce:  # a crash is the other way an actor's next step can go
-                wanted = wanted | {n + CRASH for n in node.backtrack if n + CRASH in node.options}
+                wanted = set(wanted) | {
+                    n + CRASH for n in node.backtrack if n + CRASH in node.options
+                }
             for name in self.order:
                 if name in wanted and name not in node.tried and name not in node.sleep:
                     if self._allowed(depth, node.options, name):

@@ -57,7 +57,7 @@ from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, KeyTab
 from helpers.instruments.history import Op, Span, hold_spans
 
 try:  # runner="greenlet": a gated step is a switch, not two thread hand-offs
-    import greenlet
+    import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
 except ImportError:  # pragma: no cover - the lock has it; threads work without it
     greenlet = None
 
@@ -504,6 +504,7 @@ class ScheduleRun:
     # --- the actors' side (their own threads) ---------------------------------------------------
 
     def _start(self, state: _ActorState) -> None:
+        assert state.gate is not None  # only gated actors are started
         state.gate.run = self
         if self._greenlets:
             state.glet = greenlet.greenlet(self._body)
@@ -541,6 +542,7 @@ class ScheduleRun:
             state.pending = commands
             state.parked = True
             if not (self._closing or state.killed):
+                assert self._hub is not None  # set whenever greenlets run
                 self._hub.switch()  # back to the scheduler, until it grants this actor a step
             if self._closing or state.killed:
                 self._abort(state, commands)
@@ -637,6 +639,7 @@ class ScheduleRun:
         """Let actor name send its next round trip and run up to the one after; return the trace row."""
         state = self._runnable(name)
         if state.gate is None:  # a Clock: its whole function is this one step
+            assert isinstance(state.fn, Clock)
             command = state.fn.describe(self.short)
             reply = self.advance(name)
         else:
