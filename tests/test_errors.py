@@ -8,16 +8,10 @@ import importlib
 import inspect
 import pkgutil
 
-import pytest
-
 import racelab_errors
 from helpers.errors import RaceLabError
 
 PACKAGES = ("helpers", "races", "exercises")
-
-# Classes whose files belong to other branches of issue 22, converted there. The lead empties
-# this list when they are merged: the last test fails for any name left here once it derives.
-NOT_YET_CONVERTED: set[str] = set()
 
 
 def suite_modules() -> list[str]:
@@ -58,24 +52,18 @@ def test_the_walk_finds_the_classes_of_all_three_packages() -> None:
         "races.ratelimit.LimiterStateError",
         "exercises.Wrong",
         "helpers.luakit.RecordingMissing",
-        *NOT_YET_CONVERTED,
+        "helpers.backend.guard.UnsafeCommandError",
+        "helpers.backend.connection.NoReply",
+        "helpers.instruments.load.RunTimeout",
+        "helpers.instruments.schedule.ScheduleError",
+        "helpers.instruments.explore.TooManySchedules",
     ):
         assert name in found, f"{name} is not found by the walk"
 
 
 def test_every_suite_exception_derives_from_racelaberror() -> None:
-    loose = [
-        name
-        for name, cls in exception_classes().items()
-        if not issubclass(cls, RaceLabError) and name not in NOT_YET_CONVERTED
-    ]
+    loose = [name for name, cls in exception_classes().items() if not issubclass(cls, RaceLabError)]
     assert loose == [], f"derive these from helpers.errors.RaceLabError: {loose}"
-
-
-@pytest.mark.parametrize("name", sorted(NOT_YET_CONVERTED))
-def test_the_not_yet_converted_list_holds_only_classes_still_to_convert(name: str) -> None:
-    cls = exception_classes()[name]
-    assert not issubclass(cls, RaceLabError), f"{name} derives now: remove it from the list"
 
 
 def test_a_converted_exception_still_is_what_it_refines() -> None:
