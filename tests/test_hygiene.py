@@ -33,7 +33,8 @@ def test_contributing_covers_what_a_contributor_needs():
         "make notebooks",
         "make sync-notebooks",
         "make check",
-        "tests/test_lua_style.py --sync",
+        "-- uses:",
+        "assembled=True",
     ):
         assert needle in text, f"CONTRIBUTING.md lacks {needle!r}"
 
