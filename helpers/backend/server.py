@@ -151,7 +151,8 @@ def server_description(binary: str | Path) -> str:
     return f"{identity[0]}-server {_version_text(identity[1])}"
 
 
-def _is_free(port: int) -> bool:
+def port_is_free(port: int) -> bool:
+    """Return True if 127.0.0.1:port can be bound now."""
     with socket.socket() as sock:
         try:
             sock.bind(("127.0.0.1", port))
@@ -171,7 +172,7 @@ def free_port(cluster: bool = False) -> int:
             return sock.getsockname()[1]
     for _ in range(200):
         port = random.randint(20000, 55535)
-        if _is_free(port) and _is_free(port + 10000):
+        if port_is_free(port) and port_is_free(port + 10000):
             return port
     raise RuntimeError("found no free port pair (port, port+10000) for a cluster node")
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -43,6 +42,7 @@ from helpers.backend.server import (
     ServerNotFound,
     find_binary,
     free_port,
+    port_is_free,
     server_description,
 )
 from helpers.instruments.schedule import run_schedule
@@ -301,20 +301,10 @@ def check_chromium() -> Check:
     )
 
 
-def _port_free(port: int) -> bool:
-    """Return True if 127.0.0.1:port can be bound now."""
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def check_ports(lab_port: int = LAB_PORT) -> list[Check]:
     """Return whether JupyterLab's port and loopback ports for throwaway servers are free."""
     checks = []
-    if _port_free(lab_port):
+    if port_is_free(lab_port):
         checks.append(Check("ports", Status.OK, f"{lab_port} (JupyterLab) is free"))
     else:
         checks.append(

@@ -28,7 +28,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
@@ -40,13 +39,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from browser_kit import asked_for, browser  # noqa: F401 - fixtures pytest finds by name
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 RUN_DIR = REPO / ".browser-run"
 SHOTS = REPO / ".browser-screenshots"
-REQUIRE = os.environ.get("RACELAB_REQUIRE_BROWSER") == "1"
-CHROMIUM = os.environ.get("RACELAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 NOTEBOOK_TIMEOUT_S = 600  # per notebook: each runs in about a minute; generous for a busy machine
 STEP_TIMEOUT_MS = 60_000  # one stepper click: a round trip on the embedded backend
 NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"  # the notebook on show
@@ -56,12 +54,6 @@ STEPPER_NOTEBOOK = "01_get_then_incr.ipynb"
 
 TIMINGS: dict[str, float] = {}
 PAGES: dict[str, Any] = {}  # notebook name -> its page, kept open for the stepper test
-
-
-def _no_browser(reason: str) -> None:
-    if REQUIRE:
-        pytest.fail(f"RACELAB_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
-    pytest.skip(f"no browser: {reason}")
 
 
 def _say(config: pytest.Config, line: str) -> None:
@@ -74,42 +66,6 @@ def _say(config: pytest.Config, line: str) -> None:
 
 
 # --- the browser and the server ------------------------------------------------------------
-
-
-@pytest.fixture(scope="module", autouse=True)
-def asked_for(request: pytest.FixtureRequest) -> None:
-    """Skip unless the run names this folder or file: `pytest tests` does not start a browser."""
-    here = Path(__file__).resolve()
-    for arg in request.config.args:
-        path = Path(arg.split("::")[0]).resolve()
-        if path in (here, here.parent):
-            return
-    pytest.skip("real-browser tests: run `make test-browser` (pytest tests/browser)")
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Yield Debian's chromium, launched headless by playwright."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _no_browser(
-            "playwright is not installed (pip install -e '.[test]', or pip install playwright)"
-        )
-    if not Path(CHROMIUM).is_file():
-        _no_browser(
-            f"no chromium at {CHROMIUM} (apt-get install chromium, or set RACELAB_CHROMIUM)"
-        )
-    with sync_playwright() as playwright:
-        try:
-            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        except Exception as exc:  # any launch failure is the one-line reason
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            _no_browser(f"chromium at {CHROMIUM} did not start: {first}")
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @dataclass

@@ -16,25 +16,21 @@ RACELAB_REQUIRE_BROWSER=1 (.ci/run), and `pytest tests` skips them (`make test-b
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
+from browser_kit import asked_for, browser  # noqa: F401 - fixtures pytest finds by name
 
 REPO = Path(__file__).resolve().parents[2]
 SITE = REPO / "site"
 VIEWS = ("learner", "instructor")
 SHOTS = REPO / ".browser-screenshots"
-REQUIRE = os.environ.get("RACELAB_REQUIRE_BROWSER") == "1"
-CHROMIUM = os.environ.get("RACELAB_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 SOURCES = ["README.md", "docs", "notebooks", "scripts/lesson_site.py", "scripts/handouts.py"]
 SCREENSHOTS = {
     "learner/index.html": "site-home",
@@ -51,22 +47,6 @@ READ_PAGE = """() => ({
   marked: document.querySelectorAll('.tag_solution, .tag_instructor, .handout-notes, .tag_handout-notes').length,
   text: document.body.innerText,
 })"""
-
-
-def _no_browser(reason: str) -> None:
-    if REQUIRE:
-        pytest.fail(f"RACELAB_REQUIRE_BROWSER=1 but {reason}", pytrace=False)
-    pytest.skip(f"no browser: {reason}")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def asked_for(request: pytest.FixtureRequest) -> None:
-    """Skip unless the run names this folder or file: `pytest tests` does not start a browser."""
-    here = Path(__file__).resolve()
-    for arg in request.config.args:
-        if Path(arg.split("::")[0]).resolve() in (here, here.parent):
-            return
-    pytest.skip("real-browser tests: run `make test-browser` (pytest tests/browser)")
 
 
 def _newest_source() -> float:
@@ -92,29 +72,6 @@ def site(request: pytest.FixtureRequest) -> Path:
     if reporter is not None:
         reporter.write_line(f"\nsite: built in {time.monotonic() - start:.1f} s\n{done.stdout}")
     return SITE
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    """Yield Debian's chromium, launched headless by playwright."""
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _no_browser("playwright is not installed (pip install -e '.[test]')")
-    if not Path(CHROMIUM).is_file():
-        _no_browser(
-            f"no chromium at {CHROMIUM} (apt-get install chromium, or set RACELAB_CHROMIUM)"
-        )
-    with sync_playwright() as playwright:
-        try:
-            chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        except Exception as exc:  # any launch failure is the one-line reason
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            _no_browser(f"chromium at {CHROMIUM} did not start: {first}")
-        try:
-            yield chromium
-        finally:
-            chromium.close()
 
 
 @pytest.fixture(scope="module")
