@@ -11,7 +11,7 @@ repository, so the notebooks' and docs' relative links work unchanged:
   Binder (the README's badge address) and a local ``make lab``;
 - a figure shows as its ``<img alt=...>`` twin (helpers.instruments.plots): MyST-NB prefers
   text/html to image/png, and reads no alt text from an output's metadata;
-- ``docs/glossary.md`` and the cheat sheet (``docs/cheatsheet.md``, when there is one);
+- ``docs/setup.md`` (per-platform setup), ``docs/glossary.md`` and the cheat sheet (``docs/cheatsheet.md``, when there is one);
 - ``docs/workshop.md`` (the learner view stops before its "Instructor notes" section);
 - instructor view only: ``docs/notes/NN.md`` and each notebook's notes inserted after its title,
   as in the instructor handout; solutions are shown, marked.
@@ -86,7 +86,7 @@ def home_page(readme: str, workshop: str, view: str) -> str:
         "](#", "](docs/workshop.md#"
     )
     pages = [f"notebooks/{p.stem}" for p in sorted(handouts.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))]
-    docs = ["docs/glossary"] + (
+    docs = ["docs/setup", "docs/glossary"] + (
         ["docs/cheatsheet"] if (REPO / "docs/cheatsheet.md").exists() else []
     )
     docs.append("docs/workshop")
@@ -131,7 +131,7 @@ def write_sources(view: str, root: Path) -> Path:
     (src / "index.md").write_text(home_page(readme, workshop, view))
     for path in sorted(handouts.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         nbformat.write(view_notebook(path, view, binder), src / "notebooks" / path.name)
-    for doc in ("glossary.md", "cheatsheet.md"):
+    for doc in ("setup.md", "glossary.md", "cheatsheet.md"):
         if (REPO / "docs" / doc).exists():
             shutil.copy(REPO / "docs" / doc, src / "docs" / doc)
     if view == "instructor":
