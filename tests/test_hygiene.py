@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import subprocess
 import tomllib
 from pathlib import Path
 from urllib.parse import unquote
@@ -66,3 +67,17 @@ def test_make_test_runs_make_check():
     assert "check" in prerequisites.split()
     assert re.search(r"^check:.*\n(\t.*\n)*\t.*ruff check", makefile, flags=re.M)
     assert re.search(r"^check:.*\n(\t.*\n)*\t.*ruff format --check", makefile, flags=re.M)
+
+
+def test_no_generated_folder_or_symlink_is_tracked():
+    """A venv, a built server or a symlink to one (a worktree's .redis link) never lands in git."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.splitlines()
+    generated = (".venv", ".redis", "site/", "handouts/", "build/", ".browser-")
+    bad = [
+        line.split("\t", 1)[1]
+        for line in tracked
+        if line.startswith("120000") or line.split("\t", 1)[1].startswith(generated)
+    ]
+    assert bad == [], f"tracked but generated (or a symlink): {bad}"

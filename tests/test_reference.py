@@ -23,11 +23,12 @@ from helpers.instruments.reference import (
 from races import ratelimit
 
 matplotlib.use("Agg")
-FILES = sorted(RESULTS_DIR.glob("*.json"))
+# The workloads' reference figures; other benchmarks (explorer.json) keep their results beside them.
+FILES = [RESULTS_DIR / f"{name}.json" for name in sorted(WORKLOADS)]
 
 
 def test_every_workload_has_a_committed_reference_file() -> None:
-    assert sorted(p.stem for p in FILES) == sorted(WORKLOADS)
+    assert [p.name for p in FILES if not p.is_file()] == []
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
