@@ -28,6 +28,15 @@ def _no_real(reason: str) -> None:
     pytest.skip(f"no real Redis: {reason}")
 
 
+def need_cluster_binaries() -> None:
+    """Skip (or fail under RACELAB_REQUIRE_REAL=1) unless redis-server and redis-cli are found."""
+    try:
+        find_binary()  # the nodes: RACELAB_REDIS_SERVER may name a missing one
+        find_binary("redis-cli")
+    except ServerNotFound as exc:
+        _no_real(str(exc))
+
+
 @pytest.fixture(scope="session")
 def real_url() -> Iterator[str]:
     """URL of a real Redis >= 8.4 for this session (REDIS_URL, or a throwaway server)."""
@@ -53,10 +62,7 @@ def real_url() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def cluster_url() -> Iterator[str]:
     """URL of a throwaway 3-node Redis Cluster on loopback, for this session."""
-    try:
-        find_binary("redis-cli")
-    except ServerNotFound as exc:
-        _no_real(str(exc))
+    need_cluster_binaries()
     with RedisClusterServer() as cluster:
         yield cluster.url
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import _no_real
+from conftest import _no_real, need_cluster_binaries
 
 from helpers import UnsafeCommandError, connect
 from helpers.backend.guard import ForeignLibraryError
@@ -402,10 +402,7 @@ def test_the_library_check_is_not_a_round_trip_of_the_client(lab: Any) -> None:
 
 @pytest.fixture(scope="module")
 def shared_cluster() -> Iterator[tuple[RedisClusterServer, str, str]]:
-    try:
-        find_binary("redis-cli")
-    except ServerNotFound as exc:
-        _no_real(str(exc))
+    need_cluster_binaries()
     admin_password, user_password = acl.new_password(), acl.new_password()
     with RedisClusterServer() as cluster:
         _lock_and_add_user(cluster.servers, admin_password, user_password)

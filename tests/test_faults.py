@@ -19,14 +19,13 @@ from typing import Any
 
 import pytest
 import redis
+from conftest import need_cluster_binaries
 
 from helpers import connect
 from helpers.backend.lab import NoReply, ServerUnavailable
 from helpers.backend.server import (
     RedisClusterServer,
     RedisServer,
-    ServerNotFound,
-    find_binary,
     free_port,
 )
 
@@ -114,12 +113,7 @@ def test_a_restarted_server_is_reached_again_and_holds_nothing_from_before(owned
 @pytest.fixture
 def own_cluster() -> Iterator[RedisClusterServer]:
     """A throwaway cluster of this test alone: freezing a node of the session's would fail others."""
-    try:
-        find_binary("redis-cli")
-    except ServerNotFound as exc:
-        if os.environ.get("RACELAB_REQUIRE_REAL") == "1":
-            pytest.fail(f"RACELAB_REQUIRE_REAL=1 but {exc}", pytrace=False)
-        pytest.skip(str(exc))
+    need_cluster_binaries()
     with RedisClusterServer() as cluster:
         yield cluster
 
