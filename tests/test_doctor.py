@@ -40,10 +40,9 @@ def test_the_embedded_smoke_test_overshoots():
     assert check.status is Status.OK and "admitted 2 requests under a limit of 1" in check.detail
 
 
-def test_the_doctor_passes_on_this_machine_without_redis_url():
-    # What a learner runs the day before; a missing redis-server or chromium is optional.
-    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
-    done = subprocess.run(
+def run_doctor(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Return the finished `python -m helpers doctor`, run as a learner would, with env."""
+    return subprocess.run(
         [sys.executable, "-m", "helpers", "doctor"],
         cwd=ROOT,
         env=env,
@@ -51,6 +50,12 @@ def test_the_doctor_passes_on_this_machine_without_redis_url():
         text=True,
         timeout=300,
     )
+
+
+def test_the_doctor_passes_on_this_machine_without_redis_url():
+    # What a learner runs the day before; a missing redis-server or chromium is optional.
+    env = {k: v for k, v in os.environ.items() if k != "REDIS_URL"}
+    done = run_doctor(env)
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "racelab doctor: can this machine run the workshop?"
@@ -64,14 +69,7 @@ def test_the_doctor_passes_on_this_machine_without_redis_url():
 def test_a_dead_url_fails_with_its_fix_and_blocks():
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     env = dict(os.environ, REDIS_URL=url)
-    done = subprocess.run(
-        [sys.executable, "-m", "helpers", "doctor"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_doctor(env)
     assert done.returncode == 1
     (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("✗ REDIS_URL")]
     assert f"{url} does not answer PING within 5 s" in line

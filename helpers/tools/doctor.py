@@ -136,6 +136,11 @@ def check_venv() -> Check:
     )
 
 
+def _first(names: list[str], n: int) -> str:
+    """Return the first n names, comma-separated, with ' ...' when there are more."""
+    return ", ".join(names[:n]) + (" ..." if len(names) > n else "")
+
+
 def check_packages(lock: Path | None = None) -> Check:
     """Return whether every pin of the learner's lock is installed at its version."""
     lock = lock or learner_lock()
@@ -155,8 +160,7 @@ def check_packages(lock: Path | None = None) -> Check:
             "packages",
             Status.FAIL,
             f"{len(missing)} of the {len(wanted)} pins of {where} are not installed: "
-            + ", ".join(missing[:8])
-            + (" ..." if len(missing) > 8 else ""),
+            + _first(missing, 8),
             "`make lab` (or `make venv`) installs them into .venv; run the doctor with "
             ".venv/bin/python (`make doctor` does)",
         )
@@ -165,8 +169,7 @@ def check_packages(lock: Path | None = None) -> Check:
             "packages",
             Status.WARN,
             f"{len(moved)} of the {len(wanted)} pins of {where} are at another version: "
-            + ", ".join(moved[:5])
-            + (" ..." if len(moved) > 5 else ""),
+            + _first(moved, 5),
             "`make lab` reinstalls the pinned versions (outputs may differ from the stored ones)",
             blocking=False,
         )
