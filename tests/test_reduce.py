@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from programs import naive_limiter
 
+from benchmarks.explorer import read_modify_write  # the actor the benchmark times
 from helpers import Lab
 from helpers.backend.scripts import delete_library
 from helpers.instruments.explore import Exploration, explore, normal_form
@@ -216,17 +217,6 @@ def test_dictionary_strategies_keep_their_verdicts_in_classes(
 
 
 # ------------------------------------------------------------------ reduction and the bound
-
-
-def read_modify_write(client: Any, key: str, steps: int) -> str:
-    """Alternate GET key and SET key value+1 for steps round trips."""
-    value = 0
-    for i in range(steps):
-        if i % 2 == 0:
-            value = int(client.get(key) or 0)
-        else:
-            client.set(key, value + 1)
-    return "done"
 
 
 def test_actors_that_never_conflict_need_one_schedule(lab: Lab) -> None:
