@@ -1,50 +1,77 @@
 """Self-checks for the notebooks' exercises: ``check(lab, "01.schedules", my_answer)``.
 
-An exercise is three cells. The learner's cell (tag ``exercise``) defines the answer with a
-placeholder and ends with ``check(...)``, which prints one of::
+An exercise is three cells. The learner's cell (tag ``exercise``) defines the answer with the
+placeholder ``...`` and ends with ``check(...)``, which prints one of::
 
     ✗ not answered yet: <what to fill in>
-    ✗ not right yet: <what is wrong>
+    ✗ not right yet: <what went wrong, computed from the run>
     ✓ correct: <why>
+    ✗ the server did not answer (<error>): not your answer
 
 and never raises, so Run All goes on. The solution cell (tag ``solution``, collapsed) comes
 *after* it, redefines the answer and ends with ``assert check(...)``: a ``Verdict`` is truthy
-only when the answer passed.
+only when the answer passed, falsy when it did not, and raises ``ServerDidNotAnswer`` when the
+server failed, because then nobody knows (an ``assert`` says so instead of a bare failure).
 
 A check is registered per notebook in ``exercises/exNN.py``::
 
     @exercise("01.schedules", answer="my_prediction",
               wrong=["my_prediction = {'ABBA': 1}"])
     def schedules(lab: Lab, answer: object) -> str:
-        ...raise Wrong("...") if the answer is wrong; return "why it is right"
+        ...raise Wrong("nudge", detail="what gives it away"); return "why it is right"
 
-A placeholder anywhere in the answer (``None``, ``...``, or a function that raises
-``NotImplementedError``) means "not answered yet". ``wrong`` lists source snippets that define
-a wrong answer: ``tests/test_exercises.py`` proves, for every exercise, that the stub cell is
-"not answered", each wrong snippet is "not right" and the solution cell is "correct".
+Only ``...`` (anywhere in the answer) or a function that raises ``NotImplementedError`` means
+"not answered yet": ``None`` is an answer like any other. Hints are progressive: the first wrong
+try of an exercise prints the nudge (``Wrong``'s message); the second wrong try of the same
+exercise in this kernel, or ``hint(name)``, adds the ``detail`` that gives the answer away.
+``wrong`` lists source snippets that define a wrong answer: ``tests/test_exercises.py`` proves,
+for every exercise, that the stub cell is "not answered", each wrong snippet is "not right" and
+the solution cell is "correct"; ``tests/test_misconceptions.py`` runs a misconception battery.
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import redis
 
 from exercises.predict import predict, reveal
 from helpers.backend.lab import Lab
 from helpers.errors import RaceLabError
 
-UNANSWERED, WRONG, CORRECT = "unanswered", "wrong", "correct"
+UNANSWERED, WRONG, CORRECT, FAULT = "unanswered", "wrong", "correct", "fault"
+# Error replies that mean "the server cannot serve now", whatever the command was.
+_FAULT_REPLIES = ("BUSY ", "LOADING ", "OOM ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ")
+_FAULT_CLASSES = (
+    redis.ConnectionError,  # refused, reset, BusyLoadingError; AuthenticationError too
+    redis.TimeoutError,  # NoReply (helpers.backend.connection) derives from it
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.ClusterDownError,  # MasterDownError too
+    redis.exceptions.TryAgainError,
+    ConnectionError,  # the socket's own (refused, reset), when redis-py did not wrap it
+    TimeoutError,
+)
 
 
 class Wrong(RaceLabError):
-    """Raised by a check: the answer is wrong, and the message says what is wrong."""
+    """Raised by a check: the answer is wrong; the message nudges, detail gives more away."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 class NotAnswered(RaceLabError):
     """Raised by a check (or the learner's stub): there is no answer yet."""
+
+
+class ServerDidNotAnswer(RaceLabError, RuntimeError):
+    """Raised by ``bool(verdict)`` when the server failed during the check: no verdict exists."""
 
 
 @dataclass(frozen=True)
@@ -60,7 +87,7 @@ class Exercise:
 
 @dataclass(frozen=True)
 class Verdict:
-    """The outcome of one check: status (unanswered, wrong, correct) and a message."""
+    """The outcome of one check: status (unanswered, wrong, correct, fault) and a message."""
 
     name: str
     status: str
@@ -68,18 +95,23 @@ class Verdict:
     problems: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
+        if self.status == FAULT:
+            raise ServerDidNotAnswer(f"{self.name}: {self.message}")
         return self.status == CORRECT
 
     def __repr__(self) -> str:
-        mark = (
-            "✓ correct"
-            if self
-            else ("✗ not answered yet" if self.status == UNANSWERED else "✗ not right yet")
-        )
-        return f"{self.name}: {mark}: {self.message}"
+        marks = {
+            CORRECT: "✓ correct",
+            UNANSWERED: "✗ not answered yet",
+            WRONG: "✗ not right yet",
+            FAULT: "✗ no verdict",
+        }
+        return f"{self.name}: {marks[self.status]}: {self.message}"
 
 
 EXERCISES: dict[str, Exercise] = {}
+WRONG_TRIES: Counter[str] = Counter()  # wrong answers per exercise in this kernel
+LAST_DETAIL: dict[str, str] = {}  # the detail of each exercise's last wrong answer
 
 
 def exercise(
@@ -97,14 +129,58 @@ def exercise(
 
 
 def has_placeholder(answer: Any) -> bool:
-    """Return True if answer is, or contains, None or ... (the stub's placeholders)."""
-    if answer is None or answer is Ellipsis:
+    """Return True if answer is, or contains, ... (the stub's placeholder); None is an answer."""
+    if answer is Ellipsis:
         return True
     if isinstance(answer, dict):
         return any(has_placeholder(k) or has_placeholder(v) for k, v in answer.items())
     if isinstance(answer, (list, tuple, set, frozenset)):
         return any(has_placeholder(item) for item in answer)
     return False
+
+
+def server_fault(exc: BaseException) -> BaseException | None:
+    """Return the server failure behind exc (itself, its cause or context), or None."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, _FAULT_CLASSES):
+            return current
+        if isinstance(current, redis.ResponseError) and str(current).startswith(_FAULT_REPLIES):
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def fault_in(values: Any) -> BaseException | None:
+    """Return the first server failure among values (e.g. an actor's results), or None."""
+    for value in values:
+        if isinstance(value, BaseException) and server_fault(value) is not None:
+            return value
+    return None
+
+
+def _server_answers(lab: Lab) -> BaseException | None:
+    """Return the failure if the lab's server does not answer a PING now, else None."""
+    try:
+        client = lab.client()
+        try:
+            client.ping()
+        finally:
+            lab.release(client)
+    except Exception as exc:  # noqa: BLE001 - classified: only a server failure is returned
+        return server_fault(exc)
+    return None
+
+
+def _fault_verdict(name: str, exc: BaseException) -> Verdict:
+    text = " ".join(str(exc).split())[:200]
+    message = (
+        f"the server did not answer ({type(exc).__name__}: {text}): not your answer; "
+        "run the cell again once the server is back (lab.describe() says where it is)"
+    )
+    return Verdict(name, FAULT, message, [message])
 
 
 def load_all() -> dict[str, Exercise]:
@@ -115,6 +191,20 @@ def load_all() -> dict[str, Exercise]:
     return EXERCISES
 
 
+def _wrong_verdict(name: str, exc: Wrong) -> Verdict:
+    """Return the verdict on a wrong answer: the nudge, and the detail from the second try on."""
+    WRONG_TRIES[name] += 1
+    message = str(exc)
+    if exc.detail:
+        LAST_DETAIL[name] = exc.detail
+        if WRONG_TRIES[name] >= 2:
+            message = f"{message.rstrip('.')}{'' if message.endswith(('?', '!')) else '.'} "
+            message += f"More: {exc.detail}"
+        else:
+            message = f"{message} (another wrong try, or hint({name!r}), tells more)"
+    return Verdict(name, WRONG, message, [str(exc)])
+
+
 def check(lab: Lab, name: str, answer: Any) -> Verdict:
     """Return the verdict on answer for the exercise called name (printed as one line)."""
     load_all()
@@ -123,30 +213,61 @@ def check(lab: Lab, name: str, answer: Any) -> Verdict:
     ex = EXERCISES[name]
     try:
         if has_placeholder(answer):  # inside the try: an answer that contains itself is wrong
-            return Verdict(name, UNANSWERED, ex.hint or f"replace the None or ... in `{ex.answer}`")
+            return Verdict(name, UNANSWERED, ex.hint or f"replace the ... in `{ex.answer}`")
         why = ex.check(lab, answer)
     except NotAnswered as exc:
         return Verdict(name, UNANSWERED, str(exc) or f"fill in `{ex.answer}`")
     except NotImplementedError as exc:
         return Verdict(name, UNANSWERED, str(exc) or f"write the body of `{ex.answer}`")
     except Wrong as exc:
-        return Verdict(name, WRONG, str(exc), [str(exc)])
-    except Exception as exc:  # the learner's code failed: that is the answer's fault, say how
-        text = f"running your answer raised {type(exc).__name__}: {exc}"
+        down = _server_answers(lab) if lab is not None else None
+        return _fault_verdict(name, down) if down else _wrong_verdict(name, exc)
+    except Exception as exc:  # the learner's code failed, or the server did: say which
+        fault = server_fault(exc) or (_server_answers(lab) if lab is not None else None)
+        if fault is not None:
+            return _fault_verdict(name, fault)
+        text = f"running your answer raised {type(exc).__name__}: {' '.join(str(exc).split())}"
         return Verdict(name, WRONG, text, [text])
     return Verdict(name, CORRECT, why)
 
 
+class Hint(str):
+    """A hint's text; shows without quotes in a notebook."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def hint(name: str) -> Hint:
+    """Return the detail of name's last wrong answer (the exercise's first hint before that)."""
+    load_all()
+    if name not in EXERCISES:
+        raise KeyError(f"no exercise called {name!r}: known are {sorted(EXERCISES)}")
+    if name in LAST_DETAIL:
+        return Hint(f"{name}: {LAST_DETAIL[name]}")
+    ex = EXERCISES[name]
+    return Hint(f"{name}: {ex.hint or f'fill in `{ex.answer}`'}; run the check for more")
+
+
 __all__ = [
+    "CORRECT",
     "EXERCISES",
+    "FAULT",
+    "UNANSWERED",
+    "WRONG",
     "Exercise",
+    "Hint",
     "NotAnswered",
+    "ServerDidNotAnswer",
     "Verdict",
     "Wrong",
     "check",
     "exercise",
+    "fault_in",
     "has_placeholder",
+    "hint",
     "load_all",
     "predict",
     "reveal",
+    "server_fault",
 ]

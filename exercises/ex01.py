@@ -12,10 +12,11 @@ from functools import partial
 from typing import Any
 
 from exercises import NotAnswered, Wrong, exercise
+from exercises.judge import aborted_exec, as_count, raise_if_fault, short, story
 from helpers.backend.lab import Lab
 from helpers.instruments.invariant import Invariant
 from helpers.instruments.load import run_clients
-from helpers.instruments.scenario import Race
+from helpers.instruments.scenario import Exploration, Race
 from helpers.instruments.schedule import run_schedule
 from races import ratelimit as rl
 
@@ -23,8 +24,8 @@ SCHEDULES = ("ABBA", "AAB")
 LIMIT, WINDOW = 5, 60  # one slot left: the counter holds LIMIT - 1
 
 
-def _naive_outcome(lab: Lab, schedule: str) -> dict[str, int]:
-    """Return {"admitted", "counter"} after two naive limiters ran schedule with one slot left."""
+def _naive_outcome(lab: Lab, schedule: str) -> dict[str, Any]:
+    """Return {"admitted", "counter", "steps"} after two naive limiters ran schedule (one slot)."""
     key = lab.key("ex01:schedules")
     naive = partial(rl.naive_allow, key=key, limit=LIMIT, window=WINDOW)
     observer = lab.client()
@@ -38,7 +39,8 @@ def _naive_outcome(lab: Lab, schedule: str) -> dict[str, int]:
         )
         return {
             "admitted": list(trace.results.values()).count(True),
-            "counter": int(observer.get(key)),
+            "counter": int(observer.get(key) or 0),
+            "steps": "; ".join(f"{r.client} {short(r.command)} -> {r.reply}" for r in trace.rows),
         }
     finally:
         observer.delete(key)
@@ -47,9 +49,9 @@ def _naive_outcome(lab: Lab, schedule: str) -> dict[str, int]:
 
 HINTS = {
     ("ABBA", "admitted"): "in ABBA both GETs run before either INCR: what did each client read?",
-    ("ABBA", "counter"): "in ABBA count the INCRs that ran: every admitted client sent one",
+    ("ABBA", "counter"): "in ABBA count the INCRs that ran",
     ("AAB", "admitted"): "in AAB A's whole request runs first: what does B's GET read?",
-    ("AAB", "counter"): "in AAB a rejected client stops after its GET: it never INCRs",
+    ("AAB", "counter"): "in AAB count the INCRs that ran: what does a rejected client send?",
 }
 
 
@@ -64,27 +66,37 @@ HINTS = {
         'my_prediction = {"ABBA": {"admitted": 2, "counter": 6}, '
         '"AAB": {"admitted": 1, "counter": 6}}',
         'my_prediction = {"ABBA": 2, "AAB": 1}',
+        'my_prediction = {"ABBA": {"admitted": "2", "counter": "6"}, '
+        '"AAB": {"admitted": "1", "counter": "5"}}',
+        'my_prediction = {"ABBA": {"admitted": True, "counter": 6}, '
+        '"AAB": {"admitted": 1, "counter": 5}}',
     ],
-    hint="replace each None in `my_prediction` with a number (requests admitted, final counter)",
+    hint="replace each ... in `my_prediction` with a number (requests admitted, final counter)",
 )
 def schedules(lab: Lab, answer: Any) -> str:
     """Return why the predictions are right; raise Wrong naming the first part that is off."""
     if not isinstance(answer, dict) or set(answer) != set(SCHEDULES):
         raise Wrong('my_prediction must be {"ABBA": {...}, "AAB": {...}}, one entry per schedule')
+    given = {}
+    for schedule in SCHEDULES:
+        entry = answer[schedule]
+        if not isinstance(entry, dict) or set(entry) != {"admitted", "counter"}:
+            raise Wrong(f'{schedule}: give {{"admitted": n, "counter": n}}, got {entry!r}')
+        given[schedule] = {p: as_count(entry[p], f"{schedule} {p}") for p in entry}
     truth = {schedule: _naive_outcome(lab, schedule) for schedule in SCHEDULES}
     for schedule in SCHEDULES:
-        given = answer[schedule]
-        if not isinstance(given, dict) or set(given) != {"admitted", "counter"}:
-            raise Wrong(f'{schedule}: give {{"admitted": n, "counter": n}}, got {given!r}')
         for part in ("admitted", "counter"):
-            if given[part] != truth[schedule][part]:
-                raise Wrong(f"{schedule}: {part} {given[part]!r} is off; {HINTS[schedule, part]}")
+            if given[schedule][part] != truth[schedule][part]:
+                raise Wrong(
+                    f"{schedule}: {part} {given[schedule][part]!r} is off; {HINTS[schedule, part]}",
+                    detail=f"{schedule} ran {truth[schedule]['steps']}",
+                )
     abba, aab = truth["ABBA"], truth["AAB"]
     return (
         f"ABBA admits {abba['admitted']} (counter {abba['counter']}): B's INCR landing first "
-        f"changes nothing, A decided on the 4 it read; AAB admits {aab['admitted']} (counter "
-        f"{aab['counter']}): B reads {LIMIT}, is rejected and never INCRs, so one step is all "
-        f"it has"
+        f"changes nothing, A decided on the {LIMIT - 1} it read; AAB admits {aab['admitted']} "
+        f"(counter {aab['counter']}): B reads {LIMIT}, is rejected and never INCRs, so one step "
+        f"is all it has"
     )
 
 
@@ -107,11 +119,23 @@ def sliding_model(times_ms: tuple[int, ...], limit: int, window_ms: int) -> list
     return verdicts
 
 
-AT_MOST_ONE_ADMITTED = Invariant(
-    "at most one admitted",
-    "at most one request is admitted (one slot was left)",
-    lambda client, results: [results.get("A"), results.get("B")].count(True) <= 1,
-)
+def _race(lab: Lab, limiter: Callable[..., Any], log: str, slots: int) -> Exploration:
+    """Return every order of two clients of limiter (limit 10) when slots are left in the log."""
+    invariant = Invariant(
+        f"{slots} slot(s) left",
+        f"with {slots} slot(s) left, {min(slots, 2)} of 2 requests are admitted",
+        lambda client, results: [results.get(n) for n in "AB"].count(True) == min(slots, 2),
+    )
+    found = Race(
+        lab,
+        {"A": limiter, "B": limiter},
+        setup=lambda c: c.zadd(log, {f"earlier-{i}": 4_000 for i in range(10 - slots)}),
+        watch=[log],
+        invariant=invariant,
+    ).explore()
+    for outcome in found.outcomes:
+        raise_if_fault(outcome.results.values())
+    return found
 
 
 @exercise(
@@ -162,17 +186,23 @@ def sliding(lab: Lab, answer: Any) -> str:
         if observer.pttl(log) <= 0:
             raise Wrong("the log has no TTL: an idle customer's log would stay forever")
         limiter = partial(fn, key=log, limit=10, window_ms=60_000, now_ms=5_000)
-        found = Race(
-            lab,
-            {"A": limiter, "B": limiter},
-            setup=lambda c: c.zadd(log, {f"earlier-{i}": 4_000 for i in range(9)}),
-            watch=[log],
-            invariant=AT_MOST_ONE_ADMITTED,
-        ).explore()
+        found = _race(lab, limiter, log, slots=1)
         if found.bad_count:
+            bad = found.trace(found.bad[0])
             raise Wrong(
-                f"one slot left, two clients: {found.summary()} (e.g. {found.bad[0]}: "
-                f"both admitted); make the check and the ZADD one step"
+                f"one slot left, two clients: {found.summary()}: in {bad.schedule} A got "
+                f"{bad.result_text.get('A')} and B {bad.result_text.get('B')}; make the check "
+                "and the ZADD one step",
+                detail=story(bad),
+            )
+        both = _race(lab, limiter, log, slots=2)
+        if both.bad_count:
+            bad = both.trace(both.bad[0])
+            why = aborted_exec(bad) or f"{story(bad)}, and a request was refused"
+            raise Wrong(
+                f"two slots left, two clients: {both.summary()}; {why}",
+                detail="a refused request with a free slot is a lost customer: when the "
+                "transaction is aborted, read again and retry (or use one script)",
             )
         observer.delete(log)
         crowd = run_clients(lab, limiter, clients=8, iterations=10, mode="lockstep")
@@ -180,8 +210,8 @@ def sliding(lab: Lab, answer: Any) -> str:
             raise Wrong(f"8 clients in lockstep, limit 10: {crowd.count(True)} admitted")
         return (
             f"it slides ({sum(got)} of {len(got)} admitted at {list(SLIDE_TIMES_MS)} ms), "
-            f"{found.summary()}, and {crowd.count(True)} of {crowd.calls} concurrent "
-            f"requests were admitted (limit 10)"
+            f"{found.summary()}, {both.summary()}, and {crowd.count(True)} of {crowd.calls} "
+            f"concurrent requests were admitted (limit 10)"
         )
     finally:
         observer.delete(log)

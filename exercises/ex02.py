@@ -12,10 +12,11 @@ from functools import partial
 from typing import Any
 
 from exercises import Wrong, exercise
+from exercises.judge import as_bool, raise_if_fault, row_text, story, writes
 from helpers.backend.lab import Lab
 from helpers.instruments.invariant import Invariant
 from helpers.instruments.scenario import Exploration, Race
-from helpers.instruments.schedule import lease_expires, run_schedule
+from helpers.instruments.schedule import Trace, lease_expires, run_schedule
 from races import locks
 
 LEASE_MS = 10_000
@@ -75,27 +76,36 @@ def my_release(lab: Lab, release: Any) -> str:
     admin = lab.client()
     try:
         admin.set(key, B, px=LEASE_MS)
-        if release(admin, key, A) or admin.get(key) != B:
+        said = release(admin, key, A)
+        if admin.get(key) != B:
             raise Wrong(
-                "it deleted (or said it deleted) another client's lock: the key held tok-B "
-                "and the caller's token was tok-A"
+                f"the key held tok-B and the caller's token was tok-A: after your release it "
+                f"holds {admin.get(key)!r}, so it deleted another client's lock"
             )
+        if as_bool(said, "my_release's return value (another client's lock)"):
+            raise Wrong("it kept another client's lock but returned True: return False")
         admin.set(key, A, px=LEASE_MS)
-        if release(admin, key, A) is not True or admin.exists(key):
-            raise Wrong("it did not release its own lock, or did not return True when it did")
+        said = release(admin, key, A)
+        if admin.exists(key):
+            raise Wrong(f"the key held tok-A, the caller's token: it is still there ({said=})")
+        if not as_bool(said, "my_release's return value (its own lock)"):
+            raise Wrong(f"it released its own lock but returned {said!r}: return True")
         trace = run_schedule(
             lab, _story(key, release, takers="BC"), "ATBAC", watch=[key], finish=True
         )
         if trace.results["C"] is True:
             raise Wrong(
-                "in the schedule ATBAC, C got the lock while B held it: "
-                "lock_stepper(my_release).play('ATBAC') shows how"
+                f"in the schedule ATBAC, C got the lock while B held it: {_who_removed(trace)}",
+                detail=story(trace),
             )
         every = _every_schedule(lab, key, release)
+        for outcome in every.outcomes:
+            raise_if_fault(outcome.results.values())
         if every.bad:
+            bad = every.trace(every.bad[0])
             raise Wrong(
-                f"{every.summary()}, e.g. {every.bad[0]}: its check and its delete are "
-                "two round trips, and the lease can run out between them"
+                f"{every.summary()}, e.g. {bad.schedule}: {_who_removed(bad)}",
+                detail=f"{story(bad)}: whatever A checks must be in the same step as its delete",
             )
     finally:
         admin.delete(key)
@@ -106,11 +116,42 @@ def my_release(lab: Lab, release: Any) -> str:
     )
 
 
+def _who_removed(trace: Trace) -> str:
+    """Return which step removed B's lock after B took it, from the trace."""
+    taken = next((r for r in trace.rows if r.client == "B" and r.reply == "'OK'"), None)
+    if taken is None:
+        return f"B never took the lock ({story(trace)})"
+    removed = next(
+        (r for r in writes(trace) if r.step > taken.step and r.client not in ("B", "T")), None
+    )
+    if removed is None:
+        return f"B took the lock at step {taken.step} ({story(trace)})"
+    checks = [r for r in trace.rows if r.client == removed.client and r.step < removed.step]
+    seen = f" after it read at {row_text(checks[-1])}" if checks else ""
+    return f"B took the lock at step {taken.step}, and {row_text(removed)} removed it{seen}"
+
+
+def _why_harmless(trace: Trace) -> str:
+    """Return what, in a harmless schedule's trace, kept B's lock."""
+    b_set = next(r for r in trace.rows if r.client == "B")
+    if b_set.reply != "'OK'":
+        return f"B never took the lock: {row_text(b_set)}"
+    gets = [r for r in trace.rows if r.client == "A" and r.command.startswith("GET")]
+    if gets and gets[-1].step > b_set.step:
+        return f"{row_text(gets[-1])}, so A did not delete"
+    return f"B took the lock at step {b_set.step}, after every step of A's"
+
+
 def _schedule_names(answer: Any) -> set[str]:
     """Return the answer as a set of schedule strings, or raise Wrong saying what shape it needs."""
     if isinstance(answer, str) or not isinstance(answer, Iterable):
         raise Wrong("give a set of schedule strings, e.g. {'ATBA', 'TABA'}")
-    names = set(answer)
+    if isinstance(answer, dict):
+        raise Wrong("give a set of schedule strings, e.g. {'ATBA', 'TABA'}, not a dict")
+    try:
+        names = {"".join(s.split()).upper() if isinstance(s, str) else s for s in answer}
+    except TypeError:
+        raise Wrong("give a set of schedule strings, e.g. {'ATBA', 'TABA'}") from None
     if not all(isinstance(s, str) and s and set(s) <= set("ATB") for s in names):
         raise Wrong("each schedule is a string of the letters A, T and B, one per round trip")
     return names
@@ -146,14 +187,15 @@ def schedules(lab: Lab, answer: Any) -> str:
     harmless = sorted(predicted - broken)
     if harmless:
         raise Wrong(
-            f"{', '.join(harmless)} keep{'s' if len(harmless) == 1 else ''} B's lock: "
-            "play it on a stepper and look at what A's GET returns"
+            f"{harmless[0]} keeps B's lock: {_why_harmless(every.trace(harmless[0]))}"
+            + (f" ({len(harmless) - 1} more of yours keep it too)" if len(harmless) > 1 else "")
         )
     missing = broken - predicted
     if missing:
         raise Wrong(
             f"{len(missing)} more schedule(s) break the invariant: which step must fall "
-            "between A's GET and its DEL?"
+            "between A's GET and its DEL?",
+            detail=f"the explorer found {', '.join(sorted(missing))} too",
         )
     return (
         f"{every.summary()}: only {', '.join(sorted(broken))}. A's GET must run before "

@@ -16,13 +16,14 @@ from functools import partial
 from typing import Any
 
 from exercises import Wrong, exercise
+from exercises.judge import raise_if_fault
 from helpers.backend.lab import Lab
 from helpers.backend.modes import client_stats
 from helpers.instruments.explore import TooManySchedules
 from helpers.instruments.invariant import Invariant
 from helpers.instruments.load import run_clients
 from helpers.instruments.scenario import Race
-from helpers.instruments.schedule import ScheduleError
+from helpers.instruments.schedule import ScheduleError, Trace
 from helpers.instruments.stepper import Stepper
 from races.dictionary import DictKeys, check_dictionary, dict_keys, naive_get_or_put
 
@@ -61,6 +62,17 @@ def one_id_per_string(keys: DictKeys, text: str) -> Callable[[Any, dict[str, Any
     return invariant
 
 
+def _lookups(trace: Trace) -> str:
+    """Return what each worker's lookup (HGET of the index) found in trace."""
+    found = [
+        f"{r.client}'s lookup at step {r.step} "
+        + ("missed" if r.reply in ("nil", "None") else f"found id {r.reply}")
+        for r in trace.rows
+        if r.command.startswith("HGET ")
+    ]
+    return ", ".join(found) if found else f"no worker looked up 'price' in {trace.schedule}"
+
+
 def _breaks(stepper: Stepper, schedule: str) -> bool | None:
     """Return whether schedule breaks the stepper's invariant (None: not a valid schedule)."""
     try:
@@ -78,8 +90,9 @@ def _breaks(stepper: Stepper, schedule: str) -> bool | None:
         "my_schedule = 'ABAAABB'",
         "my_schedule = 'ABABABAB'",
         "my_schedule = 'ABC'",
+        "my_schedule = None",
     ],
-    hint="replace the None in `my_schedule` with a schedule such as 'ABBA'",
+    hint="replace the ... in `my_schedule` with a schedule such as 'ABBA'",
 )
 def fewest_steps(lab: Lab, answer: object) -> str:
     """Check that answer breaks the naive get-or-put's invariant and that no shorter one does."""
@@ -101,8 +114,9 @@ def fewest_steps(lab: Lab, answer: object) -> str:
             broken_at = stepper.broken_at
             if broken_at is None:
                 raise Wrong(
-                    f"after {schedule} every string still has one id: a worker must miss "
-                    f"the string while the other has not yet written the index"
+                    f"after {schedule} every string still has one id: {_lookups(stepper.trace)}",
+                    detail="both lookups must miss: both must run before either HSET of the "
+                    "index, and both workers must then register",
                 )
             if broken_at < len(schedule):
                 raise Wrong(
@@ -112,7 +126,10 @@ def fewest_steps(lab: Lab, answer: object) -> str:
             shorter = ("".join(s) for s in itertools.product("AB", repeat=broken_at - 1))
             faster = next((s for s in shorter if _breaks(stepper, s)), None)
     if faster is not None:
-        raise Wrong(f"{schedule} breaks it in {broken_at} steps, but it can be done in fewer")
+        raise Wrong(
+            f"{schedule} breaks it in {broken_at} steps, but it can be done in fewer",
+            detail=f"{faster} breaks it in {len(faster)}",
+        )
     return (
         f"{schedule} gives 'price' two ids after {broken_at} steps, and no schedule of "
         f"{broken_at - 1} steps does: both lookups, both HINCRBYs, both HSETs of ids"
@@ -147,6 +164,8 @@ def _survives_every_order(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> i
             "two workers' round trips have too many orders to try: one script, one "
             "round trip, is what is asked"
         ) from None
+    for outcome in found.outcomes:
+        raise_if_fault(outcome.results.values())
     if found.bad_count:
         first = found.bad[0]
         found.trace(first)  # replays it: the keys now hold what that order left

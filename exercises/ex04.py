@@ -19,6 +19,8 @@ CONVERSION_CASES = ("float", "array_with_hole", "named_fields")
         'answer_1 = {"float": 3.99, "array_with_hole": [1, 2, 4], "named_fields": {"name": "x"}}',
         'answer_1 = {"float": 4, "array_with_hole": [1, 2], "named_fields": []}',
         'answer_1 = {"float": 3, "array_with_hole": [1, 2, 4], "named_fields": []}',
+        'answer_1 = {"float": 3, "array_with_hole": [1, 2], "named_fields": None}',
+        'answer_1 = {"float": "3", "array_with_hole": [1, 2], "named_fields": []}',
     ],
 )
 def return_conversions(lab: Lab, answer: Any) -> str:
@@ -26,13 +28,20 @@ def return_conversions(lab: Lab, answer: Any) -> str:
     if not isinstance(answer, dict) or set(answer) != set(CONVERSION_CASES):
         raise Wrong(f"answer_1 must be a dict with exactly the cases {list(CONVERSION_CASES)}")
     convert = lab.script("return_conversions")
-    wrong = []
+    wrong, got = [], []
     for case in CONVERSION_CASES:
         received = convert(args=[case])
-        if answer[case] != received or type(answer[case]) is not type(received):
-            wrong.append(f"{case}: you said {answer[case]!r}, the header's Lua value is converted")
+        said = answer[case]
+        if said != received or type(said) is not type(received):
+            kind = f" (a {type(said).__name__})" if type(said) is not type(received) else ""
+            wrong.append(f"{case}: you said {said!r}{kind}")
+            got.append(f"{case} arrived as {received!r} (a {type(received).__name__})")
     if wrong:
-        raise Wrong("; ".join(wrong) + " (see the conversion rules in the script's header)")
+        raise Wrong(
+            "; ".join(wrong) + ": not what redis-py received; the script's header says what "
+            "each Lua value is, the conversion rules what it becomes",
+            detail="; ".join(got),
+        )
     return "3.99 is truncated to 3, the array stops at its nil, named fields give an empty array"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import redis
 
 from exercises import Wrong, exercise
+from exercises.judge import as_names
 from helpers.backend.lab import Lab
 
 CANDIDATES = (
@@ -95,30 +96,32 @@ def attempts(lab: Lab) -> dict[str, Attempt]:
         "retry_as_is = {'RESERVED', 'TimeoutError'}",
         "retry_as_is = {'sold out'}",
         "retry_as_is = 'TimeoutError'",
+        "retry_as_is = None",
     ],
     hint="set `retry_as_is` to a set of names from the list in the comment",
 )
 def retryable(lab: Lab, answer: object) -> str:
     """Run every outcome and its retry; compare the learner's set with the replies worth retrying."""
-    if not isinstance(answer, (set, frozenset)):
-        raise Wrong(f"`retry_as_is` should be a set such as {{'RESERVED'}}, not {answer!r}")
-    unknown = sorted(str(a) for a in answer if a not in CANDIDATES)
+    chosen = as_names(answer, "`retry_as_is`", "{'RESERVED'}")
+    unknown = sorted(str(a) for a in chosen if a not in CANDIDATES)
     if unknown:
         raise Wrong(f"{unknown} not in the list: use the names {list(CANDIDATES)}")
     runs = attempts(lab)
     truth = {o for o, a in runs.items() if a.first == "(reply lost)" and not a.wrote_again}
-    for outcome in sorted(set(answer) - truth):
+    for outcome in sorted(chosen - truth):
         a = runs[outcome]
         raise Wrong(
-            f"{outcome} is a final answer: the caller already has it ({a.first}), and "
-            f"the retry only answers {a.retry}"
+            f"{outcome}: the caller already has an answer ({a.first}); what would a retry "
+            "tell it that it does not know?",
+            detail=f"the retry of {outcome} answered {a.retry}: a final answer repeats",
         )
-    for outcome in sorted(truth - set(answer)):
+    for outcome in sorted(truth - chosen):
         a = runs[outcome]
         raise Wrong(
-            f"after a {outcome} the caller does not know whether the seats were taken; "
-            f"the retry with the same booking id answered {a.retry} and took no "
-            "second seat: retrying is safe, and the only way to learn the outcome"
+            f"one of the outcomes leaves the caller not knowing whether the seats were taken "
+            f"(your set has {len(chosen)} name(s))",
+            detail=f"after a {outcome} the retry with the same booking id answered {a.retry} "
+            "and took no second seat: retrying is safe, and the only way to learn the outcome",
         )
     a = runs["TimeoutError"]
     return (

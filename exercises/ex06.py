@@ -10,6 +10,7 @@ from typing import Any
 import redis
 
 from exercises import Wrong, exercise
+from exercises.judge import as_bool, as_names
 from helpers.backend.lab import Lab
 from helpers.backend.scripts import lua_source
 from helpers.luakit import (
@@ -52,7 +53,7 @@ def loop_budget(lab: Lab, answer: Any) -> str:
             raise Wrong(f"max_loop({rate}, {budget}) returned {n!r}: a loop length is an int")
         if n / rate > budget:
             raise Wrong(
-                f"max_loop({rate}, {budget}) = {n}: that loop runs {n / rate:g} ms, over the budget"
+                f"max_loop({rate}, {budget}) = {n}: that loop runs {n / rate:.7g} ms, over the budget"
             )
         if (n + 1) / rate <= budget:
             raise Wrong(f"max_loop({rate}, {budget}) = {n}: {n + 1} iterations still fit")
@@ -97,6 +98,8 @@ def _truth(name: str, live: Callable[[], Any], recorded: Callable[[], Any]) -> t
     wrong=[
         'answer_2 = {"loops, never wrote": True, "wrote one key, then loops": True}',
         'answer_2 = {"loops, never wrote": False, "wrote one key, then loops": True}',
+        'answer_2 = {"loops, never wrote": None, "wrote one key, then loops": None}',
+        'answer_2 = {"loops, never wrote": "yes", "wrote one key, then loops": "no"}',
     ],
 )
 def killable(lab: Lab, answer: Any) -> str:
@@ -116,9 +119,15 @@ def killable(lab: Lab, answer: Any) -> str:
     )
     if truth is None:  # no server, no recording: the documented behaviour of SCRIPT KILL
         truth, source = {KILL_CASES[0]: True, KILL_CASES[1]: False}, "the documented answer"
+    given = {case: as_bool(answer[case], repr(case)) for case in KILL_CASES}
     for case in KILL_CASES:
-        if answer[case] is not truth[case]:
-            raise Wrong(f"{case!r}: SCRIPT KILL {'stops' if truth[case] else 'cannot stop'} it")
+        if given[case] is not truth[case]:
+            raise Wrong(
+                f"{case!r}: not what SCRIPT KILL did ({source}); what could the server not "
+                "undo if it stopped that script halfway?",
+                detail=f"SCRIPT KILL {'stopped' if truth[case] else 'could not stop'} {case!r}"
+                + ("" if truth[case] else ": it answered UNKILLABLE (SHUTDOWN NOSAVE ends it)"),
+            )
     return f"only a script that has not written can be killed ({source})"
 
 
@@ -164,7 +173,8 @@ def _written_by_way() -> dict[str, int]:
 )
 def partial_writes(lab: Lab, answer: Any) -> str:
     """Compare the answer with the ways that left 0 < written < 16 keys under maxmemory."""
-    if not isinstance(answer, (set, frozenset)) or not answer <= set(WAYS):
+    chosen = as_names(answer, "answer_3", '{"one script, 16 SETs"}')
+    if not chosen <= set(WAYS):
         raise Wrong(f"answer_3 must be a set of names from the ways table: {list(WAYS)}")
     written, source = _truth(
         "partial_writes", _written_by_way, lambda: load_recording("06.five_ways").data["written"]
@@ -173,7 +183,11 @@ def partial_writes(lab: Lab, answer: Any) -> str:
         written, source = {w: 8 if w.startswith("pipeline") else 16 for w in WAYS}, "documented"
         written["MULTI/EXEC of 16 SETs"] = 0
     partial = {w for w, n in written.items() if 0 < n < 16}
-    if answer != partial:
-        missing, extra = sorted(partial - answer), sorted(answer - partial)
-        raise Wrong(f"missing {missing}, wrongly included {extra}: look for 0 < written < 16")
+    if chosen != partial:
+        off = sorted(partial ^ chosen)
+        raise Wrong(
+            f"{len(off)} of the {len(WAYS)} ways are on the wrong side of your set: look for "
+            "0 < written < 16 in the table",
+            detail="; ".join(f"{way!r} wrote {written[way]} of 16" for way in off),
+        )
     return f"pipelines check each command alone; a script or EXEC is refused whole ({source})"

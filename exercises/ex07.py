@@ -12,35 +12,73 @@ from functools import partial
 from typing import Any
 
 from exercises import Wrong, exercise
+from exercises.judge import as_bool, raise_if_fault, story
 from helpers.backend.lab import Lab
 from helpers.instruments.explore import explore
 from helpers.instruments.schedule import lease_expires, run_schedule
 from races import locks
 
 LEASE_MS = 10_000
+TEXT_ORDER = '''
+FENCED = """
+local seen = redis.call("GET", KEYS[2])
+if seen and ARGV[1] < seen then
+    return 0
+end
+redis.call("SET", KEYS[1], ARGV[2])
+redis.call("SET", KEYS[2], ARGV[1])
+return 1
+"""
+def my_fenced_write(client, resource, fence_key, fence, value):
+    return client.eval(FENCED, 2, resource, fence_key, fence, value) == 1
+'''  # one step, but compares fences as text: "10" < "9"
 Write = Callable[[Any, str, str, int, str], Any]
+
+
+def _said(result: Any) -> bool:
+    """Return what a write answered, as a bool (True/False, or 1/0 as a script returns them)."""
+    return as_bool(result, "my_fenced_write's return value")
 
 
 def _direct_problems(client: Any, write: Write, resource: str, fence_key: str) -> None:
     """Raise Wrong if write mishandles a fresh resource, an older, an equal or a newer fence."""
     client.delete(resource, fence_key)
-    if write(client, resource, fence_key, 2, "two") is not True or client.get(resource) != "two":
+    if not _said(write(client, resource, fence_key, 2, "two")) or client.get(resource) != "two":
         raise Wrong("the first write (fence 2, nothing written before) must write and return True")
-    if write(client, resource, fence_key, 1, "one") or client.get(resource) != "two":
+    if _said(write(client, resource, fence_key, 1, "one")) or client.get(resource) != "two":
         raise Wrong(
             "after fence 2 had written, a write with fence 1 got through (or said so): "
             "the resource must remember the highest fence and refuse older ones"
         )
-    if write(client, resource, fence_key, 2, "two again") is not True:
+    if not _said(write(client, resource, fence_key, 2, "two again")):
         raise Wrong(
             "the holder of fence 2 could not write a second time: an equal fence is the "
             "same holder, refuse only smaller ones"
         )
-    if (
-        write(client, resource, fence_key, 3, "three") is not True
-        or client.get(resource) != "three"
-    ):
+    if not _said(write(client, resource, fence_key, 3, "three")) or client.get(resource) != "three":
         raise Wrong("a newer fence (3) was refused")
+    _multi_digit_fences(client, write, resource, fence_key)
+
+
+def _multi_digit_fences(client: Any, write: Write, resource: str, fence_key: str) -> None:
+    """Raise Wrong if fence 10 is refused after fence 9, or 9 accepted after 10 (text order)."""
+    client.delete(resource, fence_key)
+    write(client, resource, fence_key, 9, "nine")
+    if not _said(write(client, resource, fence_key, 10, "ten")) or client.get(resource) != "ten":
+        raise Wrong(
+            f"after fence 9 had written, the write with fence 10 was refused (the resource "
+            f"holds {client.get(resource)!r}, fence_key {client.get(fence_key)!r}): is 10 "
+            "smaller than 9?",
+            detail="as text, '10' sorts before '9': compare numbers (tonumber() in Lua, "
+            "int() in Python)",
+        )
+    if _said(write(client, resource, fence_key, 9, "nine again")) or client.get(resource) != "ten":
+        raise Wrong(
+            f"after fence 10 had written, a write with fence 9 got through (the resource "
+            f"holds {client.get(resource)!r}): is 9 larger than 10?",
+            detail="as text, '9' sorts after '10': compare numbers (tonumber() in Lua, "
+            "int() in Python)",
+        )
 
 
 def _report_writer(client: Any, token: str, write: Write, keys: dict[str, str]) -> str:
@@ -95,6 +133,7 @@ def _newest_wins(resource: str, fence_key: str) -> Callable[[Any, dict[str, Any]
         "def my_fenced_write(client, resource, fence_key, fence, value):\n"
         "    if int(client.get(fence_key) or 0) > fence:\n        return False\n"
         "    return bool(client.set(resource, value))",
+        TEXT_ORDER,
     ],
 )
 def fenced_write(lab: Lab, write: Any) -> str:
@@ -122,10 +161,14 @@ def fenced_write(lab: Lab, write: Any) -> str:
             watch=[resource],
             reset=[resource, fence_key],
         )
+        for outcome in every.outcomes:
+            raise_if_fault(outcome.results.values())
         if every.bad:
+            bad = every.trace(every.bad[0])
             raise Wrong(
-                f"two writers, fences 1 and 2: {every.summary()}, e.g. {every.bad[0]} "
-                "ends with fence 1's value: the comparison and the write must be one step"
+                f"two writers, fences 1 and 2: {every.summary()}, e.g. {story(bad)}; it ends "
+                f"with {bad.final_state}",
+                detail="the comparison and the write must be one step (one script)",
             )
     finally:
         admin.delete(*keys.values())

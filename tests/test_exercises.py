@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from exercises import CORRECT, UNANSWERED, WRONG, check, load_all
+from exercises import CORRECT, FAULT, UNANSWERED, WRONG, ServerDidNotAnswer, check, load_all
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -147,16 +147,30 @@ def test_verdicts_print_one_line_and_are_truthy_only_when_correct() -> None:
     assert not Verdict("x", UNANSWERED, "fill in")
     assert not Verdict("x", WRONG, "no")
     assert Verdict("x", CORRECT, "yes")
+    fault = Verdict("x", FAULT, "the server did not answer (ConnectionError: refused)")
+    assert repr(fault) == "x: ✗ no verdict: the server did not answer (ConnectionError: refused)"
+    with pytest.raises(ServerDidNotAnswer, match="x: the server did not answer"):
+        assert fault
     assert repr(Verdict("x", UNANSWERED, "fill in `a`")) == "x: ✗ not answered yet: fill in `a`"
     assert "\n" not in repr(Verdict("x", WRONG, "off by one"))
 
 
-def test_placeholders_are_found_anywhere_in_an_answer() -> None:
+def test_placeholders_are_found_anywhere_in_an_answer_and_none_is_an_answer() -> None:
     from exercises import has_placeholder
 
-    assert has_placeholder(None) and has_placeholder(...)
-    assert has_placeholder({"ABBA": {"admitted": None}}) and has_placeholder([1, (2, ...)])
+    assert has_placeholder(...)
+    assert has_placeholder({"ABBA": {"admitted": ...}}) and has_placeholder([1, (2, ...)])
     assert not has_placeholder({"ABBA": {"admitted": 0}}) and not has_placeholder(set())
+    assert not has_placeholder(None) and not has_placeholder({"ABBA": {"admitted": None}})
+    assert not has_placeholder((None, None))
+
+
+def test_no_stub_uses_none_as_its_placeholder() -> None:
+    for path, name, stub, _ in EXERCISE_CELLS:
+        code = source(stub)
+        assert not re.search(r"\bNone\b", code), (
+            f"{path.name} {name}: the stub's placeholder is `...`; None is an answer"
+        )
 
 
 def test_a_hostile_answer_is_a_wrong_answer_not_an_exception() -> None:

@@ -1,0 +1,103 @@
+"""What the checks share: reading a learner's values, and saying what a failing trace did.
+
+A diagnosis is computed from the run it describes: the step numbers, clients, commands and
+replies come from the ``Trace`` of the failing schedule, never from a sentence typed in advance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from exercises import Wrong, fault_in
+from helpers.instruments.schedule import Trace, TraceRow
+
+SHORT = 48  # characters of a command kept in a diagnosis
+
+
+def as_bool(value: Any, what: str) -> bool:
+    """Return value as a bool (True/False, or 1/0 as Python treats them); else raise Wrong."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise Wrong(f"{what} is {value!r}: answer True or False")
+
+
+def as_count(value: Any, what: str) -> int:
+    """Return value as a whole number (12 or 12.0); raise Wrong saying what it is instead."""
+    if isinstance(value, bool):
+        raise Wrong(f"{what} is {value!r}: give a number, not True/False")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        raise Wrong(f"{what} is the string {value!r}: write the number {value.strip()}, no quotes")
+    raise Wrong(f"{what} is {value!r}: give a whole number")
+
+
+def as_names(value: Any, what: str, example: str) -> set[Any]:
+    """Return a set, list or tuple of names as a set; raise Wrong for a bare string or a scalar."""
+    if isinstance(value, str):
+        raise Wrong(f"{what} is the string {value!r}: give a set of names, e.g. {{{value!r}}}")
+    if not isinstance(value, (set, frozenset, list, tuple)):
+        raise Wrong(f"{what} should be a set such as {example}, not {value!r}")
+    try:
+        return set(value)
+    except TypeError:
+        raise Wrong(f"{what} should hold names (strings), not {value!r}") from None
+
+
+def short(command: str) -> str:
+    """Return a command's text cut to SHORT characters."""
+    return command if len(command) <= SHORT else command[: SHORT - 3] + "..."
+
+
+def row_text(row: TraceRow) -> str:
+    """Return one step as "step 5, A's DEL lock (reply 1)"."""
+    return f"step {row.step}, {row.client}'s {short(row.command)} (reply {row.reply})"
+
+
+def writes(trace: Trace) -> list[TraceRow]:
+    """Return the steps that changed the watched keys."""
+    before, changed = trace.initial_state, []
+    for row in trace.rows:
+        if row.state != before:
+            changed.append(row)
+        before = row.state
+    return changed
+
+
+def aborted_exec(trace: Trace) -> str | None:
+    """Return "B's EXEC at step 8 was aborted by A's write at step 5 (...)", or None."""
+    for row in trace.rows:
+        if "EXEC" not in row.command or row.reply not in ("nil", "None"):
+            continue
+        watched = [r.step for r in trace.rows if r.client == row.client and r.step < row.step]
+        watched_at = next(
+            (r.step for r in trace.rows if r.client == row.client and "WATCH" in r.command), 0
+        )
+        by = [r for r in writes(trace) if r.client != row.client and watched_at < r.step < row.step]
+        if by and watched:
+            w = by[-1]
+            return (
+                f"{row.client}'s EXEC at step {row.step} was aborted by {w.client}'s write at "
+                f"step {w.step} ({short(w.command)}), after {row.client}'s WATCH at step "
+                f"{watched_at}, and {row.client} gave up instead of trying again"
+            )
+    return None
+
+
+def raise_if_fault(results: Any) -> None:
+    """Re-raise a server failure found among an actor's results (an explorer records them)."""
+    found = fault_in(results)
+    if found is not None:
+        raise found
+
+
+def story(trace: Trace) -> str:
+    """Return the steps that changed the keys, in order, each with its reply."""
+    changed = writes(trace)
+    if not changed:
+        return f"in {trace.schedule} no step changed the keys"
+    return f"in {trace.schedule}: " + "; ".join(row_text(r) for r in changed)
