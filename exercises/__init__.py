@@ -43,6 +43,7 @@ import redis
 from exercises.predict import predict, reveal
 from helpers.backend.lab import Lab
 from helpers.errors import RaceLabError
+from helpers.instruments.load import ConnectionLost
 
 UNANSWERED, WRONG, CORRECT, FAULT = "unanswered", "wrong", "correct", "fault"
 # Error replies that mean "the server cannot serve now", whatever the command was.
@@ -53,9 +54,11 @@ _FAULT_CLASSES = (
     redis.exceptions.OutOfMemoryError,
     redis.exceptions.ClusterDownError,  # MasterDownError too
     redis.exceptions.TryAgainError,
-    ConnectionError,  # the socket's own (refused, reset), when redis-py did not wrap it
-    TimeoutError,
+    ConnectionLost,  # a connection broke during a run of threaded clients
 )
+# The socket's own errors (refused, reset, timed out) when redis-py did not wrap them; not the
+# suite's own timeouts (RunTimeout: the clients under test did not finish, which is theirs).
+_SOCKET_FAULTS = (ConnectionError, TimeoutError)
 
 
 class Wrong(RaceLabError):
@@ -146,6 +149,8 @@ def server_fault(exc: BaseException) -> BaseException | None:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         if isinstance(current, _FAULT_CLASSES):
+            return current
+        if isinstance(current, _SOCKET_FAULTS) and not isinstance(current, RaceLabError):
             return current
         if isinstance(current, redis.ResponseError) and str(current).startswith(_FAULT_REPLIES):
             return current

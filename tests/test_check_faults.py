@@ -20,6 +20,7 @@ from helpers.backend.connection import NoReply
 from helpers.backend.lab import Lab, connect
 from helpers.backend.scripts import lua_source
 from helpers.backend.server import RedisServer
+from helpers.instruments.load import ConnectionLost, RunTimeout
 from helpers.luakit import run_in_background, server_available, wait_for_busy
 
 needs_server = pytest.mark.skipif(not server_available(), reason="no redis-server >= 8.4")
@@ -116,6 +117,7 @@ def stand_in() -> Iterator[Callable[[BaseException], Verdict]]:
         (redis.exceptions.TryAgainError("TRYAGAIN multiple keys"), "TryAgainError"),
         (redis.exceptions.OutOfMemoryError("OOM command not allowed"), "OutOfMemoryError"),
         (ConnectionResetError("Connection reset by peer"), "ConnectionResetError"),
+        (ConnectionLost("client 3's connection broke and redis-py reconnected"), "ConnectionLost"),
     ],
 )
 def test_each_kind_of_server_failure_is_no_verdict(
@@ -147,6 +149,7 @@ def test_the_answers_own_errors_stay_wrong_answers(
         redis.ResponseError("ERR Error compiling script"),
         redis.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
         ZeroDivisionError("division by zero"),
+        RunTimeout("8 clients did not finish within 120 s"),
         Wrong("off by one"),
     ):
         verdict = stand_in(exc)
