@@ -206,7 +206,7 @@ def _wrong_verdict(name: str, exc: Wrong) -> Verdict:
             message = f"{message.rstrip('.')}{'' if message.endswith(('?', '!')) else '.'} "
             message += f"More: {exc.detail}"
         else:
-            message = f"{message} (another wrong try, or hint({name!r}), tells more)"
+            message += f" (stuck? try again, or: from exercises import hint; hint({name!r}))"
     return Verdict(name, WRONG, message, [str(exc)])
 
 

@@ -127,7 +127,7 @@ def _who_removed(trace: Trace) -> str:
     if removed is None:
         return f"B took the lock at step {taken.step} ({story(trace)})"
     checks = [r for r in trace.rows if r.client == removed.client and r.step < removed.step]
-    seen = f" after it read at {row_text(checks[-1])}" if checks else ""
+    seen = f", after {row_text(checks[-1])}" if checks else ""
     return f"B took the lock at step {taken.step}, and {row_text(removed)} removed it{seen}"
 
 
@@ -145,13 +145,13 @@ def _why_harmless(trace: Trace) -> str:
 def _schedule_names(answer: Any) -> set[str]:
     """Return the answer as a set of schedule strings, or raise Wrong saying what shape it needs."""
     if isinstance(answer, str) or not isinstance(answer, Iterable):
-        raise Wrong("give a set of schedule strings, e.g. {'ATBA', 'TABA'}")
+        raise Wrong("give a set of schedule strings, e.g. {'ATBA', 'ABTA'}")
     if isinstance(answer, dict):
-        raise Wrong("give a set of schedule strings, e.g. {'ATBA', 'TABA'}, not a dict")
+        raise Wrong("give a set of schedule strings, e.g. {'ATBA', 'ABTA'}, not a dict")
     try:
         names = {"".join(s.split()).upper() if isinstance(s, str) else s for s in answer}
     except TypeError:
-        raise Wrong("give a set of schedule strings, e.g. {'ATBA', 'TABA'}") from None
+        raise Wrong("give a set of schedule strings, e.g. {'ATBA', 'ABTA'}") from None
     if not all(isinstance(s, str) and s and set(s) <= set("ATB") for s in names):
         raise Wrong("each schedule is a string of the letters A, T and B, one per round trip")
     return names

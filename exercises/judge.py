@@ -54,8 +54,8 @@ def short(command: str) -> str:
 
 
 def row_text(row: TraceRow) -> str:
-    """Return one step as "step 5, A's DEL lock (reply 1)"."""
-    return f"step {row.step}, {row.client}'s {short(row.command)} (reply {row.reply})"
+    """Return one step as "A's DEL lock at step 5 (reply 1)"."""
+    return f"{row.client}'s {short(row.command)} at step {row.step} (reply {row.reply})"
 
 
 def writes(trace: Trace) -> list[TraceRow]:

@@ -266,7 +266,8 @@ CASES = [
             "    if client.get(key) == token:\n        return client.delete(key) == 1\n"
             "    return False\n"
         ),
-        r"B took the lock at step \d+, and step \d+, A's DEL \S+ \(reply 1\) removed it",
+        r"B took the lock at step \d+, and A's DEL \S+ at step \d+ \(reply 1\) removed it, "
+        r"after A's GET \S+ at step \d+ \(reply 'tok-A'\)",
     ),
     Case(
         "02.my_release",
@@ -290,13 +291,14 @@ CASES = [
         "02.schedules",
         "valid but harmless (A's GET misses)",
         "my_prediction = {'ATBA'}",
-        r"ATBA keeps B's lock: step 4, A's GET \S+ \(reply 'tok-B'\), so A did not delete",
+        r"ATBA keeps B's lock: A's GET \S+ at step 4 \(reply 'tok-B'\), so A did not delete",
     ),
     Case(
         "02.schedules",
         "valid but harmless (B never gets it)",
         "my_prediction = {'ABTA'}",
-        r"ABTA keeps B's lock: B never took the lock: step 2, B's SET \S+ tok-B NX",
+        r"ABTA keeps B's lock: B never took the lock: B's SET \S+ tok-B NX PX \d+ at step 2 "
+        r"\(reply nil\)",
     ),
     Case(
         "02.schedules",
@@ -534,7 +536,7 @@ CASES = [
         "07.fenced_write",
         "check, then write (two round trips)",
         FENCED_CHECK_THEN_WRITE,
-        r"in [AB]+: step \d+, [AB]'s MSET .*ends with .*old",
+        r"in [AB]+: [AB]'s MSET .* at step \d+ .*ends with .*old",
     ),
     Case(
         "07.fenced_write",
