@@ -25,3 +25,29 @@ prediction(
     },
     outcome=lambda order: {"2 tickets": "a", None: "b"}[order],
 )
+
+prediction(
+    "05.exec_no_rollback",
+    "MULTI, SET order:2, INCR the counter that holds 'many', SET paid:2, EXEC. The INCR fails when "
+    "EXEC runs it. Which of the two SETs are applied afterwards?",
+    {
+        "a": Choice("Both: EXEC runs every queued command, and the INCR fails alone"),
+        "b": Choice(
+            "Neither: the failing INCR aborts the transaction (EXECABORT)",
+            "exec-all-or-nothing",
+            "MULTI/EXEC isolates, it does not roll back: only an error found while queuing "
+            "(unknown command, wrong arity) aborts the block; a run-time error fails alone.",
+        ),
+        "c": Choice(
+            "Only SET order:2: EXEC stops at the first error, as a script does",
+            "exec-stops-at-error",
+            "A script stops at its failing redis.call; EXEC does not stop, it runs every "
+            "queued command and returns each one's reply, the error among them.",
+        ),
+    },
+    outcome=lambda applied: {
+        ("1 ticket", "yes"): "a",
+        (None, None): "b",
+        ("1 ticket", None): "c",
+    }[applied],
+)
