@@ -9,11 +9,11 @@ prediction(
     "EVAL sends the words a b 7 with numkeys 1 to lua/anatomy_echo.lua. How many entries does "
     "ARGV hold, and is the 7 a number inside the script?",
     {
-        "a": Choice("2 entries, b and 7; the 7 is the string \"7\""),
+        "a": Choice('2 entries, b and 7; the 7 is the string "7"'),
         "b": Choice(
             "2 entries, b and 7; the 7 is the number 7",
             "typed-arguments",
-            "Every word of a command travels as a string: the script receives \"7\" and must "
+            'Every word of a command travels as a string: the script receives "7" and must '
             "convert it, and check it, itself.",
         ),
         "c": Choice(
