@@ -1,0 +1,31 @@
+"""Notebook 07's committed prediction (exercises.predict): which fence the next holder gets after
+a failover that lost a grant."""
+
+from __future__ import annotations
+
+from exercises.predict import Choice, prediction
+
+prediction(
+    "07.after_failover",
+    "X took the lock (fence 1) and let go, and the replica has it. Then the replica stalls, A "
+    "takes the lock on the primary (fence 2), the primary is lost and the replica is promoted. "
+    "B asks the new primary for the lock. What does B get?",
+    {
+        "a": Choice(
+            "Nothing: A still holds the lock",
+            "acknowledged-means-replicated",
+            "Replication is asynchronous: the primary acknowledged A's SET before any replica had "
+            "it, and the promoted replica never saw it.",
+        ),
+        "b": Choice(
+            "The lock, with fence 3",
+            "counters-never-go-back",
+            "A's INCR was lost with the old primary: the promoted replica's counter is 1, so B's "
+            "INCR makes 2 again.",
+        ),
+        "c": Choice("The lock, with fence 2: the number A already holds"),
+    },
+    outcome=lambda fences: (
+        "a" if fences["B"] is None else "c" if fences["B"] == fences["A"] else "b"
+    ),
+)
