@@ -46,6 +46,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from helpers.errors import RaceLabError
+
 if TYPE_CHECKING:
     import redis
     import redis.client
@@ -173,6 +175,7 @@ class Think(Mode):
             self.stop.wait(self.seconds)
         else:
             time.sleep(self.seconds)
+        _refuse_if_stopped(self.stop)
 
     def describe(self) -> str:
         """Return e.g. 'think 1.0 ms per round trip'."""
@@ -215,6 +218,16 @@ class Rendezvous:
         self._cond.notify_all()
 
 
+class RunStopped(RaceLabError, RuntimeError):
+    """A client of a run that has been stopped (another client failed) must send nothing more."""
+
+
+def _refuse_if_stopped(stop: threading.Event | None) -> None:
+    """Raise RunStopped if the run is stopped: a round trip then could only wait for a dead server."""
+    if stop is not None and stop.is_set():
+        raise RunStopped("the run was stopped (another client failed): no further round trips")
+
+
 class Lockstep(Mode):
     """Send each round trip in a round with the run's other clients (see the module docstring)."""
 
@@ -230,6 +243,7 @@ class Lockstep(Mode):
         super().before_round_trip(commands)
         if self.armed:
             self.rendezvous.wait()
+            _refuse_if_stopped(self.rendezvous.stop)
 
     def describe(self) -> str:
         """Return 'lockstep'."""
