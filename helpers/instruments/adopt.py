@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, SupportsIndex
 
 import redis
 
@@ -146,10 +146,11 @@ def _pubsub(self: Any, **kwargs: Any) -> Any:
     return _ORIGINAL["pubsub"](self, **kwargs)
 
 
-def _sleep(seconds: float) -> None:
+def _sleep(seconds: float | SupportsIndex) -> None:
     context = _CURRENT.get()
     if context is None:
-        return _ORIGINAL["sleep"](seconds)  # type: ignore[no-any-return]
+        _ORIGINAL["sleep"](seconds)
+        return None
     context.sleeps += 1
     if context.sleeps > context.spin_bound:
         raise SpinBound(
