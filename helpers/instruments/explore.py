@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helpers.errors import RaceLabError
+from helpers.instruments.adopt import SPUN
 from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint
 from helpers.instruments.schedule import (
     CRASH,
@@ -163,13 +164,20 @@ class Exploration:
         """Return the trace of the first schedule that broke the invariant, or None."""
         return self.trace(self.bad[0]) if self.bad else None
 
+    @property
+    def spin_cut(self) -> int:
+        """Return how many schedules ended with an actor stopped by its spin bound (SPUN)."""
+        return sum(any(r is SPUN for r in o.results.values()) for o in self.outcomes)
+
     def summary(self) -> str:
-        """Return 'N of M schedules break the invariant' (classes when reduced; bound if any)."""
+        """Return 'N of M schedules break the invariant' (classes when reduced; bounds if any)."""
         what = "classes of equivalent schedules" if self.reduced else "schedules"
         text = f"{self.bad_count} of {self.total} {what} break the invariant"
         if self.preemptions is not None:
             text += f" (at most {self.preemptions} preemptions"
             text += ")" if self.complete else ": not every schedule)"
+        if self.spin_cut:
+            text += f"; in {self.spin_cut} an actor's retry loop was cut by its spin bound"
         return text
 
     def picture(self, width: int = 88) -> str:

@@ -55,6 +55,7 @@ import redis
 from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
 from helpers.errors import RaceLabError
+from helpers.instruments.adopt import SPUN, ActorContext, ActorRefused, SpinBound, actor_running
 from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, KeyTable, touching
 from helpers.instruments.history import Op, Span, hold_spans
 
@@ -339,6 +340,8 @@ class _ActorState:
         self.crash: BaseException | None = None
         self.aborted = False
         self.killed = False  # crashed: stopped at its next round trip, never to run again
+        self.round_trips = 0  # sent through the race's clients (its own and adopted ones)
+        self.recovering = False  # its last reply was NOSCRIPT: the load and retry are this step
 
 
 def _node_of(lab: Any, keys: Sequence[str]) -> tuple[str, int] | None:
@@ -364,10 +367,11 @@ class Connections:
         self.clients: dict[str, tuple[Any, Gate | None]] = {}
         self.loaded: set[tuple[str, str]] = set()  # scripts and libraries the actors loaded
         self.keys = list(keys)
+        self.node: tuple[str, int] | None = None
         self._key_table: KeyTable | None = None
         try:
             preload(self.observer)  # so that no actor's EVALSHA meets NOSCRIPT mid-schedule
-            node = _node_of(lab, list(keys))
+            node = self.node = _node_of(lab, list(keys))
             for name, fn in actors.items():
                 if isinstance(fn, Clock):
                     self.clients[name] = (self.observer, None)
@@ -400,6 +404,15 @@ class Connections:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _recovers_script(commands: Sequence[Command]) -> bool:
+    """Return True if a round trip is one command that loads or calls a script (NOSCRIPT's cure)."""
+    return len(commands) == 1 and command_name(commands[0]).split()[0] in (
+        "SCRIPT",
+        "EVAL",
+        "EVALSHA",
+    )
 
 
 def describe_round_trip(commands: Sequence[Command], short: Callable[[Any], str]) -> str:
@@ -512,18 +525,39 @@ class ScheduleRun:
             state.glet = greenlet.greenlet(self._body)
             state.glet.switch(state)  # runs the actor up to its first round trip
             self._check_crash(state)
+            self._refuse_if_ungated(state)
             return
         state.thread = threading.Thread(
             target=self._body, args=(state,), daemon=True, name=f"racelab-actor-{state.name}"
         )
         state.thread.start()
         self._wait_until_parked(state)
+        self._refuse_if_ungated(state)
+
+    def _refuse_if_ungated(self, state: _ActorState) -> None:
+        """Raise ActorRefused if the actor ended without one round trip the race could see."""
+        if state.done and state.round_trips == 0 and state.result is not SPUN:
+            raise ActorRefused(
+                f"actor {state.name} finished without a single round trip through the race's "
+                f"clients (result {state.result!r}): whatever it did, the schedule could not see "
+                "it. Does it talk to a server through a client the race cannot adopt (a cluster "
+                "client, another library's connection)? An actor must act through Redis."
+            )
 
     def _body(self, state: _ActorState) -> None:
+        gate, node = state.gate, self._connections.node
+        context = ActorContext(
+            state.name,
+            lambda decode: self.lab.client(mode=gate, decode_responses=decode, node=node),
+            self.lab.release,
+        )
         try:
-            result: Any = state.fn(state.client)
+            with actor_running(context):
+                result: Any = state.fn(state.client)
         except Aborted:
             result = UNFINISHED
+        except SpinBound:
+            result = SPUN
         except (redis.ConnectionError, redis.TimeoutError) as exc:
             # The server did not answer (frozen, paused, gone): that is no outcome of the race,
             # so it is raised by step() at once, never recorded as the actor's result.
@@ -541,6 +575,18 @@ class ScheduleRun:
             self._cond.notify_all()
 
     def _park(self, name: str, commands: list[Command]) -> None:
+        state = self.actors[name]
+        state.round_trips += 1
+        if state.recovering and _recovers_script(commands):
+            # NOSCRIPT, then SCRIPT LOAD (or EVAL) and the retried call: one step, the one that
+            # met the cold cache, so a replay with a cold cache has the steps of a warm one
+            state.recovering = command_name(commands[0]).startswith("SCRIPT")
+            self._note_global_state(commands)
+            return
+        state.recovering = False
+        self._park_until_granted(name, commands)
+
+    def _park_until_granted(self, name: str, commands: list[Command]) -> None:
         state = self.actors[name]
         self._note_global_state(commands)
         if self._keys is not None:
@@ -595,7 +641,10 @@ class ScheduleRun:
                 self.new_global_state.append(loaded)
 
     def _reply(self, name: str, reply: Any) -> None:
-        self.actors[name].replies.append(reply)
+        state = self.actors[name]
+        state.replies.append(reply)
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            state.recovering = True  # redis-py's NoScriptError: its load and retry ride along
 
     # --- the scheduler's side -------------------------------------------------------------------
 

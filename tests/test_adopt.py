@@ -1,0 +1,132 @@
+"""Library code inside an actor: its own clients are the actor's, its sleeps are logical, and what
+a schedule cannot control is refused. On the embedded backend and on a real server.
+
+The "library" here is what the READMEs of limits, redlock-py and python-redis-rate-limit do:
+build a client from a URL or host and port the caller gives. Its URL points at a port where no
+server listens, so a command that escaped the race would fail instead of passing unseen.
+"""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+import pytest
+import redis
+
+from helpers import Lab, explore, run_schedule
+from helpers.instruments.adopt import SPUN, ActorRefused
+from helpers.instruments.schedule import ScheduleError
+
+NOWHERE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
+
+
+def counter_from_url(client, key: str, url: str = NOWHERE) -> int:
+    """Read, then write one more, on a client the 'library' builds itself from a URL."""
+    own = redis.Redis.from_url(url, decode_responses=True)
+    value = int(own.get(key) or 0)
+    own.set(key, value + 1)
+    return value + 1
+
+
+def test_a_client_the_actor_builds_from_a_url_is_gated_on_the_labs_server(lab: Lab) -> None:
+    key = lab.key("n")
+    actor = partial(counter_from_url, key=key)
+    found = explore(lab, {"A": actor, "B": actor}, lambda c, r: int(c.get(key)) == 2, watch=[key])
+    assert found.total == 6  # two steps each: every interleaving of the library's own commands
+    assert found.bad == [
+        "ABAB",
+        "ABBA",
+        "BAAB",
+        "BABA",
+    ]  # the lost update, as with the lab's client
+    trace = run_schedule(lab, {"A": actor, "B": actor}, "ABAB", watch=[key])
+    assert [row.command for row in trace.rows] == ["GET n", "GET n", "SET n 1", "SET n 1"]
+
+
+def test_a_pipeline_and_a_script_of_a_foreign_client_are_steps_too(lab: Lab) -> None:
+    key = lab.key("n")
+
+    def library(client):
+        own = redis.Redis(host="127.0.0.1", port=1)
+        bump = own.register_script("return redis.call('INCR', KEYS[1])")
+        with own.pipeline(transaction=True) as pipe:
+            pipe.incr(key).incr(key)
+            pipe.execute()
+        return bump(keys=[key])
+
+    trace = run_schedule(lab, {"A": library}, "AA", watch=[key])
+    assert trace.results["A"] == 3
+    assert (
+        len(trace.rows) == 2
+    )  # the MULTI block, then the script (NOSCRIPT, load, retry: one step)
+
+
+def test_an_actor_without_a_single_round_trip_is_refused(lab: Lab) -> None:
+    with pytest.raises(ActorRefused, match="actor A finished without a single round trip"):
+        explore(lab, {"A": lambda client: 42}, lambda c, r: True)
+
+
+def test_a_sleep_and_spin_acquire_ends_within_its_bound_and_no_wall_time_passes(lab: Lab) -> None:
+    name = lab.key("lock")
+
+    def holder(client):  # takes the lock and never gives it back (a crashed holder)
+        return client.lock(name, timeout=30).acquire(blocking=False)
+
+    def waiter(client):  # redis-py's blocking acquire: SET NX, sleep 0.5 s, again, ...
+        return client.lock(name, timeout=30, sleep=0.5).acquire(blocking=True)
+
+    start = time.monotonic()
+    found = explore(lab, {"A": holder, "B": waiter}, lambda c, r: True, reset=[name])
+    assert time.monotonic() - start < 20  # 20 sleeps of 0.5 s per schedule would be 10 s each
+    assert found.spin_cut >= 1 and "cut by its spin bound" in found.summary()
+    assert all(o.results["B"] in (True, SPUN) for o in found.outcomes)
+    assert any(o.results["B"] is SPUN for o in found.outcomes)  # held: B gave up, never hung
+
+
+def test_subscribing_inside_an_actor_is_refused_with_the_reason(lab: Lab) -> None:
+    def listener(client):
+        client.get(lab.key("x"))
+        own = redis.Redis(host="127.0.0.1", port=1)
+        own.pubsub().subscribe("news")
+
+    with pytest.raises(ActorRefused, match="subscribes .pubsub.: messages arrive on another"):
+        run_schedule(lab, {"A": listener}, "AA")
+
+
+def test_outside_an_actor_redis_and_sleep_are_untouched() -> None:
+    with pytest.raises(redis.ConnectionError):
+        redis.Redis.from_url(NOWHERE, socket_connect_timeout=1).ping()
+    start = time.monotonic()
+    time.sleep(0.05)
+    assert time.monotonic() - start >= 0.05
+
+
+def test_a_schedule_error_still_names_an_actor_that_blocks_on_something_else(
+    lab: Lab, monkeypatch
+) -> None:
+    import threading
+
+    from helpers.instruments import schedule
+
+    monkeypatch.setattr(schedule, "STEP_TIMEOUT_S", 0.3)
+    gate = threading.Event()
+    with pytest.raises(ScheduleError, match="did not reach its next round trip"):
+        run_schedule(lab, {"A": lambda client: gate.wait(5)}, "A")
+    gate.set()
+
+
+def test_a_cold_script_cache_explores_deterministically_with_the_warm_count(lab: Lab) -> None:
+    key = lab.key("n")
+    # a script no server has seen: the first replay meets NOSCRIPT, loads it, and retries
+    source = f"return redis.call('INCRBY', KEYS[1], 1) -- {lab.ns.prefix} {time.time_ns()}"
+
+    def library(client):
+        own = redis.Redis.from_url(NOWHERE)
+        own.get(key)
+        return own.register_script(source)(keys=[key])
+
+    found = explore(lab, {"A": library, "B": library}, lambda c, r: True, watch=[key])
+    assert found.total == 6  # 2 steps each (GET, the script), as with a warm cache
+    trace = run_schedule(lab, {"A": library, "B": library}, "AABB", watch=[key])
+    assert trace.results == {"A": 1, "B": 2}
