@@ -106,8 +106,8 @@ def test_inner_imports_and_instrument_calls_are_found() -> None:
     assert instrument_calls(sources) == ["explore", "Stepper"]
 
 
-@pytest.mark.parametrize("notebook", LESSON_NOTEBOOKS, ids=lambda p: p.stem)
-def test_a_lesson_notebook_imports_only_the_learner_surface(notebook: Path) -> None:
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_notebook_imports_only_the_learner_surface(notebook: Path) -> None:
     found = inner_imports(code_cells(notebook))
     assert found == [], f"{notebook.name} imports from inside helpers: {found}"
 
