@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from exercises.predict import predict, reveal
 from helpers.backend.lab import Lab
 from helpers.errors import RaceLabError
 
@@ -107,9 +108,9 @@ def has_placeholder(answer: Any) -> bool:
 
 
 def load_all() -> dict[str, Exercise]:
-    """Import every exercises.exNN module and return the registry."""
+    """Import every exercises.exNN and exercises.predict_NN module and return the registry."""
     for module in pkgutil.iter_modules(__path__):
-        if module.name.startswith("ex"):
+        if module.name.startswith(("ex", "predict_")):
             importlib.import_module(f"{__name__}.{module.name}")
     return EXERCISES
 
@@ -146,4 +147,6 @@ __all__ = [
     "exercise",
     "has_placeholder",
     "load_all",
+    "predict",
+    "reveal",
 ]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import json
 import os
 import sys
 from pathlib import Path
@@ -150,10 +151,29 @@ def execute(notebook: Path, cwd: Path | None) -> None:
         kernel_name="python3",
         resources={"metadata": {"path": str(cwd or notebook.parent)}},
         store_widget_state=False,
-        record_timing=False,
+        record_timing=True,  # read into notebooks/runtimes/ below, then stripped as volatile
     )
     client.execute()
+    record_runtimes(notebook, nb)
     write(notebook, nb)
+
+
+def record_runtimes(notebook: Path, nb: nbformat.NotebookNode) -> None:
+    """Write each code cell's measured run time to notebooks/runtimes/ (scripts/timing.py reads it)."""
+    from datetime import datetime
+
+    from timing import cell_key, runtimes_path
+
+    cells = {}
+    for cell in nb.cells:
+        timing = cell.metadata.get("execution", {})
+        start, end = timing.get("iopub.execute_input"), timing.get("shell.execute_reply")
+        if cell.cell_type == "code" and start and end:
+            seconds = (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+            cells[cell_key(cell.source)] = round(max(seconds, 0.0), 1)
+    path = runtimes_path(notebook)
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({"backend": "embedded", "cells": cells}, indent=1) + "\n")
 
 
 def main() -> int:

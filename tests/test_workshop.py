@@ -9,8 +9,10 @@ has its own total. Every notebook is scheduled exactly once, and its instructor 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -147,3 +149,107 @@ def test_every_local_link_of_the_workshop_page_exists() -> None:
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", WORKSHOP.read_text()):
         if "://" not in target:
             assert (WORKSHOP.parent / target).exists() or target.startswith("notes/"), target
+
+
+def load_timing():
+    """Return scripts/timing.py as a module (the estimator `make timing` runs)."""
+    spec = importlib.util.spec_from_file_location("timing", ROOT / "scripts" / "timing.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["timing"] = module  # dataclasses look their module up while the class is made
+    spec.loader.exec_module(module)
+    return module
+
+
+TIMING = load_timing()
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_each_notebook_fits_its_stated_minutes_by_the_estimate_of_its_required_cells(
+    notebook: Path,
+) -> None:
+    est = TIMING.estimate(notebook)
+    teaching, exercises = stated_time(notebook)
+    assert not est.undeclared, (
+        f"{notebook.name}: the exercises at cells {est.undeclared} must declare '(N minutes)' "
+        "in the markdown cell above their stub"
+    )
+    assert not est.unmeasured, (
+        f"{notebook.name}: {est.unmeasured} code cells have no measured run time: "
+        f"run `python scripts/notebooks.py execute notebooks/{notebook.name}`"
+    )
+    assert est.teaching <= 60 * teaching, (
+        f"{notebook.name}: the required cells take {est.teaching / 60:.0f} minutes to teach, "
+        f"over the {teaching} stated; tag depth `optional` (make timing shows the parts)"
+    )
+    assert est.exercises <= 60 * exercises, (
+        f"{notebook.name}: the exercises declare {est.exercises / 60:.0f} minutes, "
+        f"over the {exercises} stated"
+    )
+
+
+@pytest.mark.parametrize(
+    "notebook", [nb for nb in NOTEBOOKS if nb.name[:2] in CORE], ids=lambda p: p.name[:2]
+)
+def test_a_core_notebook_asks_a_committed_prediction_every_10_minutes(notebook: Path) -> None:
+    teaching, exercises = stated_time(notebook)
+    needed = -(-(teaching + exercises) // 10)
+    est = TIMING.estimate(notebook)
+    assert est.prediction_cells >= needed, (
+        f"{notebook.name}: {est.prediction_cells} committed predictions (cells tagged predict) "
+        f"for {teaching + exercises} minutes; at least {needed}"
+    )
+
+
+def test_the_estimator_counts_each_part_by_its_stated_rate(tmp_path: Path) -> None:
+    code = {"cell_type": "code", "metadata": {}, "source": "a = 1\n\nb = 2\n", "outputs": []}
+    shown = {
+        "cell_type": "code",
+        "metadata": {},
+        "source": "show(f)",
+        "outputs": [{"output_type": "stream", "name": "stdout", "text": "1\n2\n3\n"}],
+    }
+    cells = [
+        {
+            "cell_type": "markdown",
+            "metadata": {},
+            "source": "Teaching: 1 minutes. Exercises: 2 minutes.",
+        },
+        {"cell_type": "markdown", "metadata": {}, "source": " ".join(["word"] * 200)},
+        code,
+        shown,
+        {
+            "cell_type": "code",
+            "metadata": {"tags": ["predict"]},
+            "source": 'predict("x.y")',
+            "outputs": [],
+        },
+        {"cell_type": "markdown", "metadata": {"tags": ["optional"]}, "source": "word " * 999},
+        {"cell_type": "markdown", "metadata": {}, "source": "### Exercise (2 minutes)"},
+        {
+            "cell_type": "code",
+            "metadata": {"tags": ["exercise"]},
+            "source": "x = ...\n" * 9,
+            "outputs": [],
+        },
+        {
+            "cell_type": "code",
+            "metadata": {"tags": ["solution"]},
+            "source": "x = 1\n" * 9,
+            "outputs": [],
+        },
+    ]
+    notebook = tmp_path / "99_probe.ipynb"
+    notebook.write_text(
+        json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5})
+    )
+    est = TIMING.estimate(notebook)
+    assert (est.prose, est.code, est.listings, est.predictions) == (
+        60 + 60 * 6 / 200,
+        2 * 15 + 15 + 15,
+        30,
+        60,
+    )
+    assert est.run == 3 * 5 and est.unmeasured == 3
+    assert est.exercises == 120 and est.stated == (1, 2)
+    assert TIMING.estimate(notebook, include_optional=True).prose > est.prose + 4 * 60
