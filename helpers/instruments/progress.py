@@ -17,6 +17,7 @@ run of the main thread is shown.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -24,7 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-SHOW_AFTER_S = 0.5  # a run shorter than this never shows a bar
+# a run shorter than this never shows a bar (RACELAB_PROGRESS_AFTER_S: tests/browser sets 0)
+SHOW_AFTER_S = float(os.environ.get("RACELAB_PROGRESS_AFTER_S", "0.5"))
 REFRESH_S = 0.2  # the bar is redrawn at most this often
 SUMMARY_AFTER_S = 2.0  # plain Python: runs at least this long print their summary line
 CSS_CLASS = "racelab-progress"
