@@ -127,8 +127,15 @@ def _demoted(text: str, levels: int) -> str:
 
 
 def _clean(nb: nbformat.NotebookNode) -> None:
-    """Drop test markers: nbval tags and NBVAL comment lines; show hidden sources."""
+    """Drop test markers (nbval tags, NBVAL comment lines) and empty outputs; show hidden sources.
+
+    An empty output is what a finished progress bar leaves (helpers/instruments/progress.py).
+    """
     for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [
+                o for o in cell.outputs if o.get("output_type") != "display_data" or o.get("data")
+            ]
         tags = [t for t in cell.metadata.get("tags", []) if not t.lower().startswith("nbval")]
         if tags:
             cell.metadata["tags"] = tags

@@ -307,3 +307,13 @@ def test_a_predict_cell_shows_its_question_and_choices(tmp_path: Path) -> None:
     assert "How many are admitted?" in text and 'class="racelab-predict"' in page
     assert all(f"({k}) {c.text}" in text for k, c in choices.items())
     assert "as stored" in text  # a stored question is shown as it is
+
+
+def test_a_finished_progress_bars_empty_output_is_dropped(tmp_path: Path) -> None:
+    cell = nbformat.v4.new_code_cell("run()")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={}),
+        nbformat.v4.new_output("stream", name="stdout", text="done\n"),
+    ]
+    book = handouts.edition_notebook("student", [_notebook(tmp_path, [cell])])
+    assert [o["output_type"] for o in book.cells[0].outputs] == ["stream"]
