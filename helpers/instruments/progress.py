@@ -90,6 +90,7 @@ class Progress:
         self, threads: list[threading.Thread], deadline: float, done: Callable[[], int]
     ) -> list[threading.Thread]:
         """Join threads until deadline, updating with done() meanwhile; return those still alive."""
+        self.update(done())
         for t in threads:
             while t.is_alive() and (remaining := deadline - time.monotonic()) > 0:
                 t.join(min(REFRESH_S, remaining))
@@ -108,8 +109,7 @@ class Progress:
             layout=w.Layout(width="16em"),
         )
         self._text = w.Label(value=self.summary())
-        box = w.HBox([self._bar, self._text])
-        box.add_class(CSS_CLASS)
+        box = w.HBox([self._bar, self._text], _dom_classes=(CSS_CLASS,))  # in the first state
         self._handle.update(box)
         self._widgets = (box, self._bar, self._text)
 

@@ -68,12 +68,16 @@ WATCH_PROGRESS = """() => {
     window.racelabProgress.push({text: el.innerText, cell: input ? input.innerText : ''});
   };
   new MutationObserver(changes => {
-    for (const change of changes) for (const node of change.addedNodes) {
-      if (node.nodeType !== 1) continue;
-      if (node.matches('SELECTOR')) seen(node);
-      node.querySelectorAll('SELECTOR').forEach(seen);
+    for (const change of changes) {
+      const nodes = change.type === 'attributes' ? [change.target] : [...change.addedNodes];
+      for (const node of nodes) {
+        if (node.nodeType !== 1) continue;
+        if (node.matches('SELECTOR')) seen(node);
+        node.querySelectorAll('SELECTOR').forEach(seen);
+      }
     }
-  }).observe(document.body, {childList: true, subtree: true});
+  }).observe(document.body, {childList: true, subtree: true, attributes: true,
+                             attributeFilter: ['class']});
 }""".replace("SELECTOR", PROGRESS)
 
 TIMINGS: dict[str, float] = {}
