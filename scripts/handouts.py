@@ -6,6 +6,11 @@
 - **instructor**: the workshop page (docs/workshop.md) first, then every notebook with its
   solutions shown (marked "Solution") and its instructor notes (docs/notes/NN.md) after its title.
 
+In both, each run of cells tagged ``optional`` opens with an "Optional" label and is drawn with a
+dashed border; a cell tagged ``predict`` shows its question and choices (its stored output, or the
+registered prediction's when it has none); the glossary (docs/glossary.md) closes the edition, and
+the notebooks' links to its entries (``../docs/glossary.md#round-trip``) jump there.
+
 - **cheatsheet**: one page to take home: which fix for which race, what each costs per operation
   (round trips and commands, counted by ``helpers.count_work`` while the sheet is built: no
   figure is typed), the Redis commands those fixes run, and the fencing rule.
@@ -46,6 +51,11 @@ NOTEBOOKS = REPO / "notebooks"
 EDITIONS = ("student", "instructor")
 REMOVED = {"student": {"solution", "instructor"}, "instructor": set()}
 NBVAL_LINE = re.compile(r"^\s*#\s*NBVAL_\w+.*\n?", re.MULTILINE)
+GLOSSARY = REPO / "docs" / "glossary.md"
+GLOSSARY_LINK = re.compile(r"\]\(\.\./docs/glossary\.md#([a-z0-9-]+)\)")
+PREDICT_CALL = re.compile(r"""^\s*predict\(\s*["']([^"']+)["']""")
+OPTIONAL_TEXT = "not needed for the exercises; skip it when time is short."
+OPTIONAL_LABEL = f'<div class="optional-label"><b>Optional</b>: {OPTIONAL_TEXT}</div>'
 PRINT_TIMEOUT_S = 300
 
 STYLE = """
@@ -58,6 +68,9 @@ STYLE = """
   .jp-OutputArea-output, .jp-InputArea-editor, .highlight { overflow: visible !important; }
   .jp-Cell { max-width: 100%; }
   img { max-width: 100%; height: auto; }
+  .celltag_optional { border-left: 4px dashed #0072B2; padding-left: 4px; }
+  .optional-label { font-family: sans-serif; color: #000; background: #E8F1F8; padding: 2px 6px; }
+  .racelab-predict { border: 1px solid #0072B2; padding: 2px 8px; }
   nav.handout-toc { font-family: sans-serif; margin: 1em 0 2em; padding: 0.5em 1em; border: 1px solid #d0d7de; }
   nav.handout-toc li.h1 { font-weight: bold; margin-top: 0.4em; }
   nav.handout-toc li.h2 { margin-left: 1.5em; }
@@ -114,8 +127,15 @@ def _demoted(text: str, levels: int) -> str:
 
 
 def _clean(nb: nbformat.NotebookNode) -> None:
-    """Drop test markers: nbval tags and NBVAL comment lines; show hidden sources."""
+    """Drop test markers (nbval tags, NBVAL comment lines) and empty outputs; show hidden sources.
+
+    An empty output is what a finished progress bar leaves (helpers/instruments/progress.py).
+    """
     for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = [
+                o for o in cell.outputs if o.get("output_type") != "display_data" or o.get("data")
+            ]
         tags = [t for t in cell.metadata.get("tags", []) if not t.lower().startswith("nbval")]
         if tags:
             cell.metadata["tags"] = tags
@@ -125,6 +145,59 @@ def _clean(nb: nbformat.NotebookNode) -> None:
             cell.source = NBVAL_LINE.sub("", cell.source)
         cell.metadata.pop("jupyter", None)  # source_hidden: a handout shows what it keeps
         cell.metadata.pop("collapsed", None)
+
+
+def mark_optional(cells: list[Any], label: str = OPTIONAL_LABEL) -> list[Any]:
+    """Return cells with a markdown label cell before each run of cells tagged optional."""
+    marked: list[Any] = []
+    for cell in cells:
+        optional = "optional" in cell.metadata.get("tags", [])
+        before = marked[-1].metadata.get("tags", []) if marked else []
+        if optional and "optional" not in before:
+            marked.append(_markdown(label))
+            marked[-1].metadata["tags"] = ["optional-label"]
+        marked.append(cell)
+    return marked
+
+
+def show_predictions(cells: list[Any]) -> None:
+    """Give each predict cell without a stored question the registered one (text and HTML)."""
+    for cell in cells:
+        found = PREDICT_CALL.match(cell.source) if cell.cell_type == "code" else None
+        if "predict" not in cell.metadata.get("tags", []) or found is None:
+            continue
+        if any("text/html" in o.get("data", {}) for o in cell.get("outputs", [])):
+            continue
+        from exercises.predict import predict
+
+        asked = predict(found[1]).prediction
+        data = {"text/plain": asked.text(), "text/html": asked.html()}
+        cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
+
+
+def glossary_cells() -> list[Any]:
+    """Return the glossary as a handout section: each entry with the anchor links jump to."""
+    text = GLOSSARY.read_text()
+    text = re.sub(
+        r"^## (.+)$",
+        lambda m: f'<a id="glossary-{_anchor(m[1])}"></a>\n\n### {m[1]}',
+        text,
+        flags=re.M,
+    )
+    text = re.sub(r"\]\(#([a-z0-9-]+)\)", r"](#glossary-\1)", text)
+    return [_markdown(text)]
+
+
+def _anchor(heading: str) -> str:
+    """Return a heading's anchor as GitHub and MyST make it (round-trip)."""
+    return re.sub(r"[^a-z0-9 -]", "", heading.lower()).replace(" ", "-")
+
+
+def _local_glossary_links(cells: list[Any]) -> None:
+    """Point the notebooks' links to glossary entries at the edition's own glossary section."""
+    for cell in cells:
+        if cell.cell_type == "markdown":
+            cell.source = GLOSSARY_LINK.sub(r"](#glossary-\1)", cell.source)
 
 
 def edition_notebook(edition: str, notebooks: list[Path]) -> nbformat.NotebookNode:
@@ -137,7 +210,8 @@ def edition_notebook(edition: str, notebooks: list[Path]) -> nbformat.NotebookNo
         nb = nbformat.read(path, as_version=4)
         nb, _ = remover.preprocess(nb, {})
         _clean(nb)
-        cells = list(nb.cells)
+        cells = mark_optional(list(nb.cells))
+        show_predictions(cells)
         notes = REPO / "docs" / "notes" / f"{path.name[:2]}.md"
         if edition == "instructor" and notes.exists():
             text = _demoted(notes.read_text(), 2)
@@ -145,6 +219,9 @@ def edition_notebook(edition: str, notebooks: list[Path]) -> nbformat.NotebookNo
         book.cells.extend(cells)
         if not book.metadata:
             book.metadata = copy.deepcopy(nb.metadata)
+    if GLOSSARY.exists():
+        book.cells.extend(glossary_cells())
+    _local_glossary_links(book.cells)
     book.metadata.pop("widgets", None)
     book.metadata.pop("jupytext", None)
     return book

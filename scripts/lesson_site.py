@@ -9,6 +9,12 @@ repository, so the notebooks' and docs' relative links work unchanged:
   (scripts/handouts.py: the learner view is the student edition, without cells tagged
   ``solution`` or ``instructor``; no test markers), with a "launch" line under the title:
   Binder (the README's badge address) and a local ``make lab``;
+- each run of cells tagged ``optional`` opens with an "Optional" admonition, and the cells have a
+  dashed border (both views); a cell tagged ``predict`` shows the question and its choices (its
+  stored HTML output, or the registered prediction's, as in the handouts);
+- a notebook's link to a glossary entry, ``[**round trip**](../docs/glossary.md#round-trip)``,
+  becomes a link to that entry on the glossary page (``docs/glossary.html#round-trip``): the
+  sources keep the repository's layout and MyST makes the same heading anchors as GitHub;
 - a figure shows as its ``<img alt=...>`` twin (helpers.instruments.plots): MyST-NB prefers
   text/html to image/png, and reads no alt text from an output's metadata;
 - ``docs/setup.md`` (per-platform setup), ``docs/glossary.md`` and the cheat sheet (``docs/cheatsheet.md``, when there is one);
@@ -52,7 +58,14 @@ CSS = """
 .tag_solution::before { content: "Solution"; color: #1a7f37; font-weight: bold; }
 .handout-notes, .tag_handout-notes { border-left: 4px solid #8250df; padding-left: 0.5em; }
 .cell_output img { max-width: 100%; height: auto; }
+.tag_optional { border-left: 4px dashed #0072B2; padding-left: 0.5em; }
+.racelab-predict { border: 1px solid #0072B2; padding: 0 0.5em; }
 """
+OPTIONAL_ADMONITION = f"""\
+:::{{admonition}} Optional
+:class: optional
+{handouts.OPTIONAL_TEXT[0].upper()}{handouts.OPTIONAL_TEXT[1:]}
+:::"""
 
 
 class SiteError(RaceLabError, RuntimeError):
@@ -109,6 +122,8 @@ def view_notebook(path: Path, view: str, binder: str) -> nbformat.NotebookNode:
     remover = TagRemovePreprocessor(remove_cell_tags=handouts.REMOVED[edition], enabled=True)
     nb, _ = remover.preprocess(nb, {})
     handouts._clean(nb)
+    nb.cells = handouts.mark_optional(nb.cells, OPTIONAL_ADMONITION)
+    handouts.show_predictions(nb.cells)
     title, _, rest = nb.cells[0].source.partition("\n")  # the launch line goes under the title
     nb.cells[0].source = f"{title}\n\n{launch_line(binder, f'notebooks/{path.name}')}\n{rest}"
     notes = REPO / "docs" / "notes" / f"{path.name[:2]}.md"

@@ -5,6 +5,9 @@ in a markdown cell (plurals and variants included) and the glossary entry that m
 A term in the list that a notebook uses and the glossary lacks fails the test; so does an entry
 that is empty or a link to an entry that does not exist.
 
+In each notebook, the first use of each term in prose (headings, code and link addresses are not
+prose) is bold and links to its entry: ``[**round trip**](../docs/glossary.md#round-trip)``.
+
 ``python tests/test_glossary.py`` prints where each term is first used (notebook, cell, whether
 it is already bold and linked), the list the linking pass works from.
 """
@@ -60,6 +63,9 @@ CANDIDATES = {
 }
 URL = re.compile(r"\]\([^)]*\)")
 LINK = re.compile(r"\]\((?:\.\./)?(?:docs/)?glossary\.md#([a-z0-9-]+)\)")
+# the form a first use takes in a notebook (notebooks/ is one level below docs/)
+TERM_LINK = re.compile(r"\[\*\*([^\]*]+)\*\*\]\(\.\./docs/glossary\.md#([a-z0-9-]+)\)")
+NOT_PROSE = re.compile(r"^```.*?^```|^#.*?$|``.+?``|`[^`\n]+`|\]\([^)]*\)", re.M | re.S)
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,53 @@ def first_uses(notebooks: list[Path] = NOTEBOOKS) -> dict[str, FirstUse]:
                 linked = f"glossary.md#{anchor(term)}" in source
                 found[term] = FirstUse(term, path.name, index, line.strip()[:90], linked)
     return found
+
+
+def unlinked_first_uses(cells: list[str]) -> list[str]:
+    """Return a line for each term whose first use in cells' prose is not a bold glossary link."""
+    seen: set[str] = set()
+    bad = []
+    for number, source in enumerate(cells):
+        text = NOT_PROSE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)  # same offsets
+        links = [(m.start(), m.end(), m.group(2)) for m in TERM_LINK.finditer(source)]
+        for term, pattern in CANDIDATES.items():
+            match = None if term in seen else re.search(pattern, text)
+            if match is None:
+                continue
+            seen.add(term)
+            if not any(
+                start <= match.start() and match.end() <= end and target == anchor(term)
+                for start, end, target in links
+            ):
+                line = source[source.rfind("\n", 0, match.start()) + 1 :].split("\n")[0]
+                bad.append(f"{term!r} in markdown cell {number}: {line.strip()[:80]}")
+    return bad
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_first_use_of_each_term_is_bold_and_links_to_its_entry(path: Path) -> None:
+    bad = unlinked_first_uses([source for _, source in prose(path)])
+    assert not bad, (
+        f"{path.name}: a term's first use is not [**term**](../docs/glossary.md#entry):\n"
+        + "\n".join(bad)
+    )
+
+
+def test_the_first_use_check_sees_what_it_must_refuse() -> None:
+    linked = "A [**round trip**](../docs/glossary.md#round-trip) costs; so does a round trip."
+    assert unlinked_first_uses([linked]) == []
+    assert unlinked_first_uses(["# Round trips\n\n" + linked, "`RTT` and round trips"]) == []
+    assert unlinked_first_uses(["Every round trip.", linked]) == [
+        "'Round trip' in markdown cell 0: Every round trip."
+    ]
+    wrong = [
+        "A **round trip** costs.",  # bold, no link
+        "A [round trip](../docs/glossary.md#round-trip) costs.",  # link, not bold
+        "A [**round trip**](../docs/glossary.md#schedule) costs.",  # another entry
+        "A [**round trip**](glossary.md#round-trip) costs.",  # not from notebooks/
+    ]
+    for cell in wrong:
+        assert unlinked_first_uses([cell]) == ["'Round trip' in markdown cell 0: " + cell], cell
 
 
 def test_every_candidate_term_the_notebooks_use_has_an_entry() -> None:

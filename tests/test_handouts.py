@@ -219,3 +219,101 @@ def test_a_command_the_sheet_cannot_describe_stops_the_build(
     monkeypatch.delitem(handouts.COMMANDS, "incr")
     with pytest.raises(handouts.HandoutError, match="incr"):
         handouts.cheatsheet_html(races, work)
+
+
+# --- optional cells, predictions and glossary links (no chromium: the HTML only) ------------
+
+
+def _notebook(tmp_path: Path, cells: list[nbformat.NotebookNode]) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.cells = cells
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
+    path = tmp_path / "01_sample.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def _tagged(cell: nbformat.NotebookNode, tag: str) -> nbformat.NotebookNode:
+    cell.metadata["tags"] = [tag]
+    return cell
+
+
+def _going_further() -> list[nbformat.NotebookNode]:
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    return [
+        md("# Sample\n\nA [**round trip**](../docs/glossary.md#round-trip) costs."),
+        md("## Key points\n\n- one"),
+        _tagged(md("## Going further (optional)\n\nThis section is optional."), "optional"),
+        _tagged(code("deep = 1"), "optional"),
+        md("## Cleanup"),
+        _tagged(code("later = 2"), "optional"),
+    ]
+
+
+@pytest.mark.parametrize("edition", handouts.EDITIONS)
+def test_each_run_of_optional_cells_opens_with_a_label(tmp_path: Path, edition: str) -> None:
+    book = handouts.edition_notebook(edition, [_notebook(tmp_path, _going_further())])
+    sources = [c.source for c in book.cells]
+    labels = [i for i, s in enumerate(sources) if s == handouts.OPTIONAL_LABEL]
+    assert [sources[i + 1][:13] for i in labels] == ["## Going furt", "later = 2"]
+    page = handouts.to_html(book, "Sample")
+    assert page.count("celltag_optional") >= 3
+    assert "Optional: not needed for the exercises" in _text(page)
+
+
+def test_optional_label_is_visible_in_the_html(tmp_path: Path) -> None:
+    page = handouts.to_html(
+        handouts.edition_notebook("student", [_notebook(tmp_path, _going_further())]), "Sample"
+    )
+    label = page.index('class="optional-label"')
+    assert label < page.rindex("Going further (optional)") and ".optional-label {" in page
+
+
+def test_glossary_links_jump_to_the_editions_own_glossary(tmp_path: Path) -> None:
+    book = handouts.edition_notebook("student", [_notebook(tmp_path, _going_further())])
+    assert "](#glossary-round-trip)" in book.cells[0].source
+    assert "../docs/glossary.md" not in "\n".join(c.source for c in book.cells)
+    page = handouts.to_html(book, "Sample")
+    assert 'href="#glossary-round-trip"' in page and 'id="glossary-round-trip"' in page
+    ids = set(re.findall(r'id="(glossary-[a-z0-9-]+)"', page))
+    targets = set(re.findall(r'href="#(glossary-[a-z0-9-]+)"', page))
+    assert len(ids) >= 30 and targets <= ids, sorted(targets - ids)  # entries link each other too
+
+
+def test_a_predict_cell_shows_its_question_and_choices(tmp_path: Path) -> None:
+    from exercises.predict import PREDICTIONS, Choice, prediction
+
+    choices = {
+        "a": Choice("one", "check-at-write", "INCR checks nothing."),
+        "b": Choice("two"),
+        "c": Choice("none", "conflict-detection", "Redis detects no conflict."),
+    }
+    prediction("99.handout_sample", "How many are admitted?", choices, lambda n: "ab"[n - 1])
+    try:
+        asked = _tagged(nbformat.v4.new_code_cell('predict("99.handout_sample")'), "predict")
+        stored = _tagged(nbformat.v4.new_code_cell('predict("99.stored")'), "predict")
+        stored.outputs = [
+            nbformat.v4.new_output("display_data", data={"text/html": "<p>as stored</p>"})
+        ]
+        path = _notebook(tmp_path, [nbformat.v4.new_markdown_cell("# Sample"), asked, stored])
+        page = handouts.to_html(handouts.edition_notebook("student", [path]), "Sample")
+    finally:
+        PREDICTIONS.pop("99.handout_sample")
+    text = _text(page)
+    assert "How many are admitted?" in text and 'class="racelab-predict"' in page
+    assert all(f"({k}) {c.text}" in text for k, c in choices.items())
+    assert "as stored" in text  # a stored question is shown as it is
+
+
+def test_a_finished_progress_bars_empty_output_is_dropped(tmp_path: Path) -> None:
+    cell = nbformat.v4.new_code_cell("run()")
+    cell.outputs = [
+        nbformat.v4.new_output("display_data", data={}),
+        nbformat.v4.new_output("stream", name="stdout", text="done\n"),
+    ]
+    book = handouts.edition_notebook("student", [_notebook(tmp_path, [cell])])
+    assert [o["output_type"] for o in book.cells[0].outputs] == ["stream"]

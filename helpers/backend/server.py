@@ -39,6 +39,7 @@ from redis.retry import Retry
 
 from helpers.backend.urls import url_options
 from helpers.errors import RaceLabError
+from helpers.instruments.progress import progress, tick
 
 MIN_VERSION = (8, 4, 0)
 VALKEY_FORKED_FROM = (7, 2, 4)  # the Redis release Valkey forked from (its INFO redis_version)
@@ -281,8 +282,13 @@ class RedisServer:
     def start(self) -> RedisServer:
         """Start the process and wait until it answers PING; return self."""
         self.binary = self.binary or find_binary()
-        last_log = ""
         chosen = self.port  # a port the caller chose is never swapped for another
+        with progress(f"starting {Path(self.binary).name}"):
+            return self._start(chosen)
+
+    def _start(self, chosen: int) -> RedisServer:
+        """Start the process, trying up to 3 free ports if none was chosen; return self."""
+        last_log = ""
         for _attempt in range(3 if not chosen else 1):
             workdir = self.workdir = Path(tempfile.mkdtemp(prefix="racelab-redis-"))
             self.port = self.port or free_port(cluster="--cluster-enabled" in self.extra_args)
@@ -365,6 +371,7 @@ class RedisServer:
                     time.sleep(0.02)
                 except redis.ConnectionError:
                     time.sleep(0.02)
+                tick()
             return False
         finally:
             client.close()
@@ -440,6 +447,11 @@ class RedisClusterServer:
         """Start the nodes, join them with `redis-cli --cluster create`, wait for cluster_state:ok."""
         sibling = Path(self.binary).with_name("redis-cli") if self.binary else None
         cli = sibling if sibling and sibling.exists() else find_binary("redis-cli")
+        with progress(f"starting a {self.nodes}-node cluster"):
+            return self._start(cli)
+
+    def _start(self, cli: Path) -> RedisClusterServer:
+        """Start and join the nodes with cli; return self (every node stopped if it fails)."""
         try:
             for _ in range(self.nodes):
                 server = RedisServer(
@@ -483,6 +495,7 @@ class RedisClusterServer:
             if all(s == "ok" for s in states):
                 return
             time.sleep(0.1)
+            tick()
         raise RuntimeError(f"the cluster did not reach cluster_state:ok within {timeout}s")
 
     def stop(self) -> None:

@@ -48,6 +48,7 @@ from typing import Any
 from helpers.errors import RaceLabError
 from helpers.instruments.adopt import SPUN
 from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint
+from helpers.instruments.progress import progress, tick
 from helpers.instruments.schedule import (
     CRASH,
     CRASHED,
@@ -366,7 +367,10 @@ def explore(
         raise ValueError(f"preemptions must be a number >= 0 or None, got {preemptions!r}")
     if reduce and preemptions is not None:
         raise ValueError("reduce=True and preemptions=N do not combine soundly: use one of them")
-    with Connections(lab, actors, [*(reset if reset is not None else ()), *watch]) as connections:
+    with (
+        Connections(lab, actors, [*(reset if reset is not None else ()), *watch]) as connections,
+        progress("exploring schedules", unit="replays"),
+    ):
         for _attempt in range(MAX_RESTARTS + 1):
             search = _Search([*actors, *(n + CRASH for n in actors)], reduce, preemptions)
             outcomes, pruned = _search(
@@ -443,6 +447,7 @@ def _search(
     outcomes: list[Outcome] = []
     pruned = 0
     while True:
+        tick(len(outcomes) + pruned)
         if len(outcomes) + pruned >= max_schedules:
             if search.reduce:
                 what, instead = "replays (classes and pruned ones)", "preemptions=N instead"

@@ -50,6 +50,7 @@ from helpers.backend.modes import (
 )
 from helpers.errors import RaceLabError
 from helpers.instruments.history import FAIL, INFO, OK, Op, Overlap, Span, overlaps
+from helpers.instruments.progress import REFRESH_S, progress
 
 _monotonic_ns = time.monotonic_ns
 _sleep = time.sleep
@@ -440,9 +441,14 @@ def run_clients(
     ]
     try:
         try:
-            for t in threads:
-                t.start()
-            alive = _join_all(threads, time.monotonic() + timeout)
+            with progress(
+                f"threaded load, {clients} clients", clients * iterations, "calls"
+            ) as bar:
+                for t in threads:
+                    t.start()
+                alive = bar.join(
+                    threads, time.monotonic() + timeout, lambda: sum(len(w.values) for w in workers)
+                )
         except BaseException:  # KeyboardInterrupt in a notebook: still stop and join every thread
             _stop_threads(threads, stop, barrier, redis_clients, grace=5.0)
             raise
@@ -631,21 +637,23 @@ def run_processes(
             for p in procs:
                 p.start()
         deadline = time.monotonic() + timeout
-        while len(messages) < clients:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RunTimeout(
-                    f"{clients - len(messages)} of {clients} client processes did not "
-                    f"finish within {timeout}s; they were killed"
-                )
-            try:
-                messages.append(queue.get(timeout=min(remaining, 0.5)))
-            except queue_module.Empty:
-                if all(not p.is_alive() for p in procs) and queue.empty():
-                    raise ClientProcessError(
-                        f"{clients - len(messages)} client process(es) exited without a result "
-                        f"(exit codes {[p.exitcode for p in procs]})"
-                    ) from None
+        with progress(f"process load, {clients} clients", clients, "clients done") as bar:
+            while len(messages) < clients:
+                bar.update(len(messages))
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise RunTimeout(
+                        f"{clients - len(messages)} of {clients} client processes did not "
+                        f"finish within {timeout}s; they were killed"
+                    )
+                try:
+                    messages.append(queue.get(timeout=min(remaining, REFRESH_S)))
+                except queue_module.Empty:
+                    if all(not p.is_alive() for p in procs) and queue.empty():
+                        raise ClientProcessError(
+                            f"{clients - len(messages)} client process(es) exited without a "
+                            f"result (exit codes {[p.exitcode for p in procs]})"
+                        ) from None
     finally:
         stop.set()
         for p in procs:

@@ -20,12 +20,14 @@ import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from itertools import product
 from typing import Any, TypeVar
 
 import redis
 
 from helpers.backend.lab import Client, Lab
 from helpers.instruments.load import RunResult, run_clients
+from helpers.instruments.progress import progress
 
 T = TypeVar("T")
 Strategy = Callable[[Client], Any]  # one request, given a client of the lab
@@ -215,21 +217,20 @@ def compare_strategies(
         name: {n: [] for n in client_counts} for name in strategies
     }
     observer = lab.client()
+    runs = len(client_counts) * (warmup + repeats) * len(strategies)
     try:
-        for clients in client_counts:
-            for rep in range(warmup + repeats):
-                for name, fn in strategies.items():
-                    if reset is not None:
-                        reset(observer)
-                    result = run_clients(
-                        lab,
-                        fn,
-                        clients=clients,
-                        iterations=max(1, requests // clients),
-                        **run_kwargs,
-                    )
-                    if rep >= warmup:
-                        results[name][clients].append(result)
+        with progress("relative cost", runs, "runs") as bar:
+            for clients, rep, (name, fn) in product(
+                client_counts, range(warmup + repeats), strategies.items()
+            ):
+                if reset is not None:
+                    reset(observer)
+                result = run_clients(
+                    lab, fn, clients=clients, iterations=max(1, requests // clients), **run_kwargs
+                )
+                if rep >= warmup:
+                    results[name][clients].append(result)
+                bar.advance()
     finally:
         lab.release(observer)
     return results

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from helpers.backend.lab import Client, Lab
 from helpers.backend.modes import mode_of
+from helpers.instruments.progress import progress
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -181,11 +182,13 @@ def rtt_sweep(
             for fn in strategies.values():
                 for _ in range(warmup):
                     fn(client)
-        for i in range(ops):
-            turn = names[i % len(names) :] + names[: i % len(names)]
-            for name in turn:
-                for r in rtts[i % len(rtts) :] + rtts[: i % len(rtts)]:
-                    _time_one(sweep, name, strategies[name], r, clients[r])
+        with progress("RTT sweep", ops * len(names) * len(rtts), "calls") as bar:
+            for i in range(ops):
+                turn = names[i % len(names) :] + names[: i % len(names)]
+                for name in turn:
+                    for r in rtts[i % len(rtts) :] + rtts[: i % len(rtts)]:
+                        _time_one(sweep, name, strategies[name], r, clients[r])
+                        bar.advance()
     finally:
         for client in clients.values():
             lab.release(client)

@@ -15,6 +15,13 @@ A screenshot of the whole notebook goes to ``.browser-screenshots/`` (git-ignore
 printed. Notebook 01's "Try it yourself" stepper is then clicked A, B, A, B: both clients are
 admitted and the invariant is marked broken; after Reset and the fix, it stays green.
 
+During 01's Run All, a progress bar (``.racelab-progress``, helpers/instruments/progress.py) must
+appear in the threaded-load cell and be gone once the run ends (the kernels get
+RACELAB_PROGRESS_AFTER_S=0, so that a load shows its bar however fast this machine runs it).
+Then 01's first ``predict`` cell is answered in its radio widget, once wrongly and once rightly,
+and its reveal cell run again: it names the wrong choice's misconception, then says "right, you
+predicted it".
+
 `pytest tests` skips these tests (minutes of work); `make test-browser` and scripts/run-tests.sh
 name the folder. The browser is Debian's chromium driven by playwright (its own browser download is not needed).
 Without playwright or chromium the tests skip, saying why; RACELAB_REQUIRE_BROWSER=1 (.ci/run)
@@ -51,6 +58,27 @@ NOTEBOOK = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook"  # the notebook 
 STDERR = f'{NOTEBOOK} .jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
 PROMPTS = f"{NOTEBOOK} .jp-CodeCell .jp-InputArea-prompt"
 STEPPER_NOTEBOOK = "01_get_then_incr.ipynb"
+PROGRESS = ".racelab-progress"  # helpers.instruments.progress.CSS_CLASS
+# Before Run All: record every progress bar the page draws, with the source of its cell.
+WATCH_PROGRESS = """() => {
+  window.racelabProgress = [];
+  const seen = el => {
+    const cell = el.closest('.jp-CodeCell');
+    const input = cell && cell.querySelector('.jp-InputArea-editor');
+    window.racelabProgress.push({text: el.innerText, cell: input ? input.innerText : ''});
+  };
+  new MutationObserver(changes => {
+    for (const change of changes) {
+      const nodes = change.type === 'attributes' ? [change.target] : [...change.addedNodes];
+      for (const node of nodes) {
+        if (node.nodeType !== 1) continue;
+        if (node.matches('SELECTOR')) seen(node);
+        node.querySelectorAll('SELECTOR').forEach(seen);
+      }
+    }
+  }).observe(document.body, {childList: true, subtree: true, attributes: true,
+                             attributeFilter: ['class']});
+}""".replace("SELECTOR", PROGRESS)
 
 TIMINGS: dict[str, float] = {}
 PAGES: dict[str, Any] = {}  # notebook name -> its page, kept open for the stepper test
@@ -118,6 +146,7 @@ def jupyterlab(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "RACELAB_BACKEND": "embedded",
         "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+        "RACELAB_PROGRESS_AFTER_S": "0",  # every hooked run draws its bar at once
     }
     # every notebook is there from the start, as in notebooks/ (00 lists the suite it finds)
     for stale in RUN_DIR.glob("*.ipynb"):
@@ -243,6 +272,7 @@ def _open(browser: Any, lab: JupyterLab, copy: Path) -> Any:
 def _run_all(browser: Any, lab: JupyterLab, notebook: Path) -> tuple[Any, float, list[str]]:
     """Open a fresh copy of notebook, Run All; return its page, the seconds taken, the problems."""
     page = _open(browser, lab, _fresh_copy(notebook))
+    page.evaluate(WATCH_PROGRESS)
     started = time.monotonic()
     _menu(page, "Run", "Run All Cells")
     page.wait_for_function(
@@ -275,7 +305,15 @@ def _run_all(browser: Any, lab: JupyterLab, notebook: Path) -> tuple[Any, float,
     expected = _stored_images(notebook)
     if drawn != expected:
         problems.append(f"{drawn} images drawn, the stored notebook holds {expected}")
+    left = page.locator(f"{NOTEBOOK} {PROGRESS}").count()
+    if left:
+        problems.append(f"{left} progress bars are still drawn after the run ended")
     return page, seconds, problems
+
+
+def progress_seen(page: Any) -> list[dict[str, str]]:
+    """Return the progress bars drawn since Run All: their text and their cell's source."""
+    return page.evaluate("() => window.racelabProgress || []")
 
 
 def _close(page: Any, lab: JupyterLab, notebook: Path) -> None:
@@ -294,6 +332,14 @@ def test_run_all_shows_no_error(
         shot = _screenshot(page, notebook.stem)
         _say(request.config, f"\n{notebook.stem}: Run All took {seconds:.1f} s; screenshot {shot}")
         assert not problems, f"{notebook.name} in JupyterLab ({shot}):\n" + "\n".join(problems)
+        if notebook.name == STEPPER_NOTEBOOK:
+            bars = progress_seen(page)
+            _say(request.config, f"{notebook.stem}: {len(bars)} progress bars drawn")
+            loads = [b for b in bars if ".load(" in b["cell"] and "threaded load" in b["text"]]
+            assert loads, (
+                f"no progress bar of a threaded load was drawn during Run All of {notebook.name}"
+                f" (bars seen: {[b['text'][:60] for b in bars][:10]})"
+            )
         if keep:
             PAGES[notebook.name] = page
     finally:
@@ -428,5 +474,84 @@ def test_stepper_clicks_break_the_naive_limiter_and_the_fix_holds(
         problems = click_through_stepper(page, notebook.name)
         _say(request.config, f"\nstepper screenshots: {sorted(SHOTS.glob('*-stepper-*.png'))}")
         assert not problems, "\n".join(problems)
+    except BaseException:
+        _close(page, jupyterlab, notebook)
+        raise
+    PAGES[notebook.name] = page  # the prediction test answers in the same run
+
+
+# --- a prediction, answered in its widget ----------------------------------------------------
+
+PREDICT_CALL = re.compile(r"""^\s*predict\(\s*["']([^"']+)["']\s*\)\s*$""")
+ANSWER = re.compile(r"the answer is \((\w+)\)")
+
+
+def first_prediction(notebook: Path) -> tuple[int, int, str]:
+    """Return (cell index of the first predict cell, of its reveal cell, the prediction's name)."""
+    cells = json.loads(notebook.read_text())["cells"]
+    for i, cell in enumerate(cells):
+        found = PREDICT_CALL.match("".join(cell["source"]))
+        if cell["cell_type"] != "code" or "predict" not in cell["metadata"].get("tags", []):
+            continue
+        if found is None:
+            continue
+        for j in range(i + 1, len(cells)):
+            if f'reveal("{found[1]}"' in "".join(cells[j]["source"]):
+                return i, j, found[1]
+    pytest.fail(
+        f'{notebook.name} has no cell tagged predict whose source is predict("<name>") with a '
+        'reveal("<name>", ...) after it (issue 23: fit-01 adds them)',
+        pytrace=False,
+    )
+
+
+def _rerun(cell: Any, wait_for: str) -> str:
+    """Run cell again (selected, Shift+Enter); return its output once it contains wait_for."""
+    cell.locator(".jp-InputPrompt").click()
+    cell.page.keyboard.press("Shift+Enter")
+    output = cell.locator(".jp-OutputArea-output", has_text=wait_for)
+    output.first.wait_for(timeout=STEP_TIMEOUT_MS)
+    return cell.locator(".jp-OutputArea").inner_text()
+
+
+def _choose(cell: Any, key: str) -> None:
+    """Click the radio button of choice key in a predict cell's widget."""
+    choices = cell.locator(".racelab-predict-choices label", has_text=f"({key}) ")
+    assert choices.count() == 1, f"no radio button ({key}) in the predict cell"
+    choices.first.click()
+    cell.page.wait_for_timeout(500)  # the choice reaches the kernel before the next cell runs
+
+
+def test_a_prediction_answered_wrongly_then_rightly(
+    browser: Any, jupyterlab: JupyterLab, request: pytest.FixtureRequest
+) -> None:
+    from exercises import load_all
+    from exercises.predict import PREDICTIONS
+
+    notebook = REPO / "notebooks" / STEPPER_NOTEBOOK
+    asked_at, revealed_at, name = first_prediction(notebook)
+    load_all()
+    choices = PREDICTIONS[name].choices
+    page = PAGES.pop(notebook.name, None)
+    if page is None:
+        page, _, problems = _run_all(browser, jupyterlab, notebook)
+        assert not problems, f"{notebook.name} in JupyterLab:\n" + "\n".join(problems)
+    try:
+        cells = page.locator(f"{NOTEBOOK} .jp-Cell")
+        asked, revealed = cells.nth(asked_at), cells.nth(revealed_at)
+        asked.scroll_into_view_if_needed()
+        first = revealed.locator(".jp-OutputArea").inner_text()
+        assert "You made no choice" in first, f"before any choice the reveal said:\n{first}"
+        right = ANSWER.search(first)
+        assert right is not None and right[1] in choices, f"no answer in the reveal:\n{first}"
+        wrong = next(k for k, c in choices.items() if k != right[1] and c.misconception)
+        _choose(asked, wrong)
+        said = _rerun(revealed, f"You chose ({wrong})")
+        assert f'the misconception "{choices[wrong].misconception}"' in said, said
+        _choose(asked, right[1])
+        said = _rerun(revealed, f"You chose ({right[1]})")
+        assert "right, you predicted it" in said, said
+        revealed.screenshot(path=str(SHOTS / f"{notebook.stem}-prediction.png"))
+        _say(request.config, f"\n{name}: wrong ({wrong}) and right ({right[1]}) answers revealed")
     finally:
         _close(page, jupyterlab, notebook)

@@ -7,7 +7,10 @@ instructor view from disk and checks:
 - every internal link leads to a page that exists, and its ``#anchor`` to an element on it;
 - every image loaded (naturalWidth > 0) and has alt text: a sentence, not a file name;
 - the learner view holds no solution and no instructor note (no cell marked ``solution`` and no
-  line that only a solution cell has), while the instructor view shows them.
+  line that only a solution cell has), while the instructor view shows them;
+- every run of cells tagged ``optional`` opens with a visible "Optional" admonition and every such
+  cell is marked, in both views; every ``predict`` cell shows its question and choices;
+- each notebook's links to glossary entries are links to the glossary page's entries.
 
 Screenshots of the learner home page and of notebook 01's page go to ``.browser-screenshots/``
 (git-ignored). As in test_jupyterlab.py, the tests skip without playwright or chromium unless
@@ -16,6 +19,7 @@ RACELAB_REQUIRE_BROWSER=1 (.ci/run), and `pytest tests` skips them (`make test-b
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import time
@@ -45,6 +49,9 @@ READ_PAGE = """() => ({
   images: [...document.images].map(i => ({src: i.getAttribute('src'), alt: i.getAttribute('alt'),
                                           loaded: i.complete && i.naturalWidth > 0})),
   marked: document.querySelectorAll('.tag_solution, .tag_instructor, .handout-notes, .tag_handout-notes').length,
+  optional: [...document.querySelectorAll('.admonition.optional')]
+    .filter(e => e.offsetHeight > 0).map(e => e.innerText),
+  optionalCells: document.querySelectorAll(".cell.tag_optional").length,
   text: document.body.innerText,
 })"""
 
@@ -182,3 +189,60 @@ def test_two_screenshots_are_saved(pages: dict[str, dict[str, Any]]) -> None:
     for shot in SCREENSHOTS.values():
         path = SHOTS / f"{shot}.png"
         assert path.exists() and path.stat().st_size > 10_000, f"no screenshot {path}"
+
+
+def _cells(path: Path, view: str) -> list[Any]:
+    """Return the notebook's cells the view keeps (the learner view drops solutions and notes)."""
+    cells = nbformat.read(path, as_version=4).cells
+    dropped = {"solution", "instructor"} if view == "learner" else set()
+    return [c for c in cells if not dropped & set(c.metadata.get("tags", []))]
+
+
+def _runs(cells: list[Any], tag: str) -> int:
+    """Return how many runs of consecutive cells carry tag."""
+    flags = [tag in c.metadata.get("tags", []) for c in cells]
+    return sum(f and (i == 0 or not flags[i - 1]) for i, f in enumerate(flags))
+
+
+def test_optional_cells_are_marked_in_both_views(pages: dict[str, dict[str, Any]]) -> None:
+    for path in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for view in VIEWS:
+            cells = _cells(path, view)
+            seen = pages[f"{view}/notebooks/{path.stem}.html"]
+            tagged = sum(  # MyST-NB gives code cells their tags as classes, not markdown ones
+                c.cell_type == "code" and "optional" in c.metadata.get("tags", []) for c in cells
+            )
+            assert len(seen["optional"]) == _runs(cells, "optional"), (view, path.stem)
+            assert all(text.startswith("Optional") for text in seen["optional"]), seen["optional"]
+            assert seen["optionalCells"] == tagged, (view, path.stem, seen["optionalCells"])
+
+
+def test_predict_cells_show_their_question_and_choices(pages: dict[str, dict[str, Any]]) -> None:
+    from exercises import load_all
+    from exercises.predict import PREDICTIONS
+
+    load_all()
+    for path in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        text = pages[f"learner/notebooks/{path.stem}.html"]["text"]
+        for cell in _cells(path, "learner"):
+            found = re.match(r"""\s*predict\(\s*["']([^"']+)["']""", cell.source)
+            if "predict" not in cell.metadata.get("tags", []) or found is None:
+                continue
+            asked = PREDICTIONS[found[1]]
+            assert asked.question in text, f"{path.stem}: {found[1]}'s question is not shown"
+            for key, choice in asked.choices.items():
+                assert f"({key}) {choice.text}" in text, f"{path.stem}: {found[1]} lacks ({key})"
+
+
+def test_glossary_links_reach_the_glossary_page(pages: dict[str, dict[str, Any]]) -> None:
+    for path in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        for view in VIEWS:
+            wanted = {
+                anchor
+                for c in _cells(path, view)
+                if c.cell_type == "markdown"
+                for anchor in re.findall(r"\]\(\.\./docs/glossary\.md#([a-z0-9-]+)\)", c.source)
+            }
+            links = pages[f"{view}/notebooks/{path.stem}.html"]["links"]
+            have = {h.split("#", 1)[1] for h in links if h.startswith("../docs/glossary.html#")}
+            assert wanted <= have, f"{view} {path.stem}: no glossary link for {wanted - have}"
