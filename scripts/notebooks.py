@@ -79,11 +79,14 @@ def stable_outputs(outputs: list) -> list:
     A widget's view carries a random model id (and, with no widget state stored, shows nothing:
     the text/html and text/plain beside it are the static picture), and the kernel splits one
     cell's printing into stream chunks wherever a flush happened to fall: consecutive chunks of
-    the same stream are joined.
+    the same stream are joined. A display of a widget alone (a progress bar, shown only while a
+    slow run lasted) leaves nothing once its view is dropped, and is dropped too.
     """
     stable: list = []
     for output in outputs:
         output.get("data", {}).pop(WIDGET_VIEW, None)
+        if output.get("output_type") == "display_data" and not output.get("data"):
+            continue  # a widget alone (a progress bar shown while a run lasted): nothing to keep
         previous = stable[-1] if stable else None
         if (
             output.get("output_type") == "stream"
