@@ -14,7 +14,7 @@ INSTALL := $(if $(UV),$(UV) pip install --quiet --python $(PY),$(PY) -m pip inst
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv learner lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference timing notebooks sync-notebooks record handouts site clean
+.PHONY: help venv learner lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference timing workshop-sim notebooks sync-notebooks record handouts site clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -106,6 +106,10 @@ bench: $(STAMP) ## Run the benchmarks and print their figures; writes benchmarks
 
 bench-reference: $(STAMP) ## Refresh only the reference figures notebooks plot (benchmarks/results/*.json; quiet machine)
 	$(PY) -m benchmarks reference
+
+N ?= 10
+workshop-sim: $(STAMP) ## Not for CI at N=10: N learners (N=10) run 00-03 at once on one shared real Redis, each as their own user
+	$(PY) scripts/workshop_sim.py --learners $(N)
 
 timing: $(STAMP) ## Print how long each notebook takes a learner (scripts/timing.py: the method, required cells)
 	$(PY) scripts/timing.py

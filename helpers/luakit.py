@@ -14,6 +14,12 @@ redis-server can start, and otherwise replays the output of its last real run fr
 ``RACELAB_RECORD=1`` (``make record``) makes live runs save their recordings.
 
 This is not a load harness: concurrent clients run through ``helpers.run_clients``.
+
+The advanced notebooks import everything they use from here or from ``helpers``, never from the
+inner packages, so this module also hands on the few plumbing names they show: how a script or
+library reaches the server (``lua_source``, ``lua_path``, ``load_library``, ``delete_library``,
+``fcall_reloading``), the throwaway servers themselves (``RedisServer``, ``RedisClusterServer``)
+and 07's failover steps (``fail_over``, ``stall_replication``, ``fence_after_failover``).
 """
 
 from __future__ import annotations
@@ -35,8 +41,22 @@ from typing import Any, TextIO, TypeVar
 import redis
 from redis.exceptions import RedisClusterException
 
-from helpers.backend.server import RedisServer, ServerNotFound, find_binary, server_description
+from helpers.backend.scripts import (
+    delete_library,
+    fcall_reloading,
+    load_library,
+    lua_path,
+    lua_source,
+)
+from helpers.backend.server import (
+    RedisClusterServer,
+    RedisServer,
+    ServerNotFound,
+    find_binary,
+    server_description,
+)
 from helpers.errors import RaceLabError
+from helpers.instruments.failover import fail_over, fence_after_failover, stall_replication
 
 T = TypeVar("T")
 
@@ -364,3 +384,40 @@ def live_or_recorded(
         print(f"(recorded to {recording_path(name).relative_to(RECORDINGS.parents[1])})")
         save_recording(recording)
     return recording
+
+
+__all__ = [
+    "BackgroundCall",
+    "delete_library",
+    "error_text",
+    "fail_over",
+    "fcall_reloading",
+    "fence_after_failover",
+    "live_or_recorded",
+    "load_library",
+    "load_recording",
+    "longest_wait_during",
+    "lua_path",
+    "lua_source",
+    "missing_server_text",
+    "outcome_of",
+    "outcome_text",
+    "Recording",
+    "recording_path",
+    "RecordingMissing",
+    "RedisClusterServer",
+    "RedisServer",
+    "reply_text",
+    "restarted",
+    "run_in_background",
+    "save_recording",
+    "scratch_server",
+    "server_available",
+    "ServerNotFound",
+    "set_memory_headroom",
+    "short_outcomes",
+    "stall_replication",
+    "text_table",
+    "wait_for_busy",
+    "wait_for_replica_link",
+]

@@ -122,10 +122,19 @@ tar -xf "$orig" -C "$WORK/build" --strip-components=1
 echo "get-redis: building redis-server, redis-cli and redis-benchmark (about a minute on 2 cores) ..."
 # Two make calls, not one: naming several targets in one parallel make races on the
 # dependency build's settings file ("make[3]: *** [Makefile:189: clean] Error 2", seen here).
-( cd "$WORK/build" && make -j"$(nproc)" MALLOC=libc BUILD_TLS=yes redis-server \
-                   && make -j"$(nproc)" MALLOC=libc BUILD_TLS=yes redis-cli redis-benchmark ) \
-    >"$WORK/build.log" 2>&1 \
-    || { tail -n 40 "$WORK/build.log" >&2; die "the Redis build failed (last lines above)."; }
+# A parallel build failed once here with no error in its last 40 lines (a busy machine); make
+# resumes where it stopped, so one serial retry finishes it, and shows the real error if any.
+build() {
+    ( cd "$WORK/build" && make -j"$1" MALLOC=libc BUILD_TLS=yes redis-server \
+                       && make -j"$1" MALLOC=libc BUILD_TLS=yes redis-cli redis-benchmark )
+}
+if ! build "$(nproc)" >"$WORK/build.log" 2>&1; then
+    echo "get-redis: the parallel build stopped; retrying serially ..."
+    build 1 >"$WORK/build-serial.log" 2>&1 \
+        || { grep -n -i -m 20 'error' "$WORK/build.log" "$WORK/build-serial.log" >&2
+             tail -n 40 "$WORK/build-serial.log" >&2
+             die "the Redis build failed (its errors and last lines above)."; }
+fi
 
 cp "$WORK/build/src/redis-server" "$WORK/build/src/redis-cli" "$WORK/build/src/redis-benchmark" "$DEST/"
 good_pair_in "$DEST" || die "the built redis-server is not >= $MIN: $(version_of "$DEST/redis-server")"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from functools import partial
 from pathlib import Path
 
@@ -351,3 +352,26 @@ def test_the_exploration_keeps_the_very_function_objects_it_ran(lab: Lab) -> Non
     actors = two(naive_limiter, key=key)
     found = explore(lab, actors, admitted_at_most_limit(key), setup=one_slot_left(key), watch=[key])
     assert found.actors["A"] is actors["A"] and found.actors["B"].func is naive_limiter
+
+
+def test_a_search_over_the_limit_is_refused_after_its_first_replay(lab: Lab) -> None:
+    # 4 actors of 4 steps: 63,063,000 schedules. Without the estimate the explorer would replay
+    # max_schedules of them (at a few hundred a second) before giving up.
+    key = lab.key("n")
+    actors = {name: partial(read_then_write, key=key, rounds=2) for name in "ABCD"}
+    start = time.monotonic()
+    with pytest.raises(TooManySchedules, match=r"about 63,063,000 schedules \(A 4, B 4, C 4, D 4"):
+        explore(lab, actors, lambda c, r: True, watch=[key], max_schedules=20_000)
+    assert time.monotonic() - start < 30  # one replay, not 20,000 (generous: a loaded machine)
+
+
+def test_a_search_the_estimate_allows_still_runs_to_its_end(lab: Lab) -> None:
+    key = lab.key("n")
+    result = explore(
+        lab,
+        two(read_then_write, key=key, rounds=2),
+        lambda c, r: True,
+        watch=[key],
+        max_schedules=70,
+    )
+    assert result.total == 70

@@ -169,3 +169,61 @@ def test_run_tests_stops_within_10_s_on_a_frozen_redis_url(owned_server):
         len(done.stderr.splitlines()) == 1
         and "fails PING (3 s timeout): TimeoutError" in done.stderr
     )
+
+
+def _counter(client, key):
+    """One read-modify-write: the shape every race notebook runs."""
+    client.set(key, int(client.get(key) or 0) + 1)
+
+
+@pytest.mark.parametrize("how", ["a forced schedule", "an exploration", "threads", "lockstep"])
+def test_a_server_frozen_mid_run_ends_every_instrument_in_a_clear_error_within_10_s(
+    owned_server, how
+):
+    from functools import partial
+
+    from helpers import explore, run_clients, run_schedule
+
+    lab = connect("faults", url=owned_server.url, owned=False)
+    key = lab.key("n")
+    actor = partial(_counter, key=key)
+
+    def freeze(_client):  # a setup step: the actors' first round trips meet a frozen server
+        os.kill(owned_server.process.pid, signal.SIGSTOP)
+
+    both = {"A": actor, "B": actor}
+    runs = {
+        "a forced schedule": lambda: run_schedule(lab, both, "ABAB", setup=freeze),
+        "an exploration": lambda: explore(lab, both, lambda c, r: True, setup=freeze),
+        "threads": lambda: run_clients(lab, actor, clients=4, iterations=10**6),
+        "lockstep": lambda: run_clients(lab, actor, clients=2, iterations=10**6, mode="lockstep"),
+    }
+    lab.client().set(key, 0)  # the server answers before the freeze
+    try:
+        thaw = _freeze_in(owned_server, 0.3 if how in ("threads", "lockstep") else None)
+        error, seconds = _timed(runs[how])
+        thaw()
+        assert error is not None, f"{how}: finished although the server froze"
+        text = f"{error} {error.__cause__}"
+        assert "no reply from" in text and "within 5.0 s" in text, f"{how}: {text}"
+        assert seconds < PROMISED_S, f"{how} took {seconds:.1f} s to fail"
+    finally:
+        lab.cleanup()
+        lab.close()
+
+
+def _freeze_in(server: RedisServer, delay_s: float | None) -> Callable[[], None]:
+    """Freeze the server (SIGSTOP) delay_s from now (None: the run freezes it); return the thaw."""
+    import threading
+
+    timer = threading.Timer(delay_s or 0.0, os.kill, (server.process.pid, signal.SIGSTOP))
+    if delay_s is not None:
+        timer.start()
+
+    def thaw() -> None:
+        timer.cancel()
+        if delay_s is not None:
+            timer.join()
+        os.kill(server.process.pid, signal.SIGCONT)
+
+    return thaw

@@ -14,7 +14,7 @@ import pytest
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 RACE_NOTEBOOKS = [nb for nb in NOTEBOOKS if nb.name[:2] in ("01", "02", "03")]
 LESSON_NOTEBOOKS = [nb for nb in NOTEBOOKS if nb.name[:2] in ("00", "01", "02", "03")]
-MAX_HELPER_NAMES, MAX_CELLS, MAX_ALL_CELLS, MAX_LINE = 8, 40, 60, 100
+MAX_HELPER_NAMES, MAX_CELLS, MAX_ALL_CELLS, MAX_LINE = 8, 40, 40, 100
 INNER_PACKAGES = ("helpers.instruments", "helpers.backend", "helpers.tools")
 RACE_INSTRUMENTS = {"run_schedule", "explore", "Stepper", "ScheduleRun", "run_clients"}
 

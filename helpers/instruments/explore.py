@@ -491,6 +491,8 @@ def _search(
                 search.ran(depth, run.footprints[-1])
             if run.new_global_state:
                 return None, pruned
+            if not outcomes and not pruned and not (search.reduce or search.bound is not None):
+                _refuse_if_too_many(run.names, crashes, max_schedules)
             if complete:
                 ok = invariant(run.observer, dict(run.results))
                 if not isinstance(ok, bool):
@@ -513,6 +515,29 @@ def _search(
                 pruned += 1
         if search.next_prefix() is None:
             return outcomes, pruned
+
+
+def _refuse_if_too_many(names: Sequence[str], crashes: int, max_schedules: int) -> None:
+    """Raise TooManySchedules at once if the first replay's step counts give more than the limit.
+
+    The first replay runs each actor in turn to its end, so its steps per actor are what a
+    schedule of these actors takes; their interleavings (``count_interleavings``) estimate the
+    search before it runs for minutes. Actors that branch can take fewer steps in other orders,
+    so the refusal says "about".
+    """
+    if crashes:
+        return  # a crash shortens its actor: the count says little
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    estimate = count_interleavings(*counts.values())
+    if estimate > max_schedules:
+        per_actor = ", ".join(f"{n} {c}" for n, c in counts.items())
+        raise TooManySchedules(
+            f"about {estimate:,} schedules ({per_actor} steps), over max_schedules="
+            f"{max_schedules:,}: refused before running them; pass reduce=True or "
+            f"preemptions=N, shorten the actors, or raise max_schedules"
+        )
 
 
 def normal_form(names: Sequence[str], steps: Sequence[Footprint], order: Sequence[str]) -> str:

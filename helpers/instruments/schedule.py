@@ -24,7 +24,9 @@ own. Nothing of another actor can run inside one round trip, which is why a Lua 
 MULTI/EXEC block or one native command closes a race.
 
 An actor's result is what its function returned, or the ``redis.RedisError`` it raised (a Redis
-error ends that actor). Any other exception is a bug in the actor and is raised by ``step``.
+error ends that actor). A connection that breaks or a reply that never comes (the server is
+frozen, paused or gone) is no outcome of the race: like any other exception (a bug in the
+actor), it is raised by ``step``.
 An actor that has not finished when the run closes is stopped at its next round trip (its
 result is "(unfinished)"), as if its process had died there; its connections are closed, which
 also ends any WATCH or MULTI it had open.
@@ -522,6 +524,12 @@ class ScheduleRun:
             result: Any = state.fn(state.client)
         except Aborted:
             result = UNFINISHED
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            # The server did not answer (frozen, paused, gone): that is no outcome of the race,
+            # so it is raised by step() at once, never recorded as the actor's result.
+            result = UNFINISHED if state.aborted else exc
+            if not state.aborted:
+                state.crash = exc
         except redis.RedisError as exc:  # a Redis error ends the actor: it is its result
             result = UNFINISHED if state.aborted else exc
         except BaseException as exc:  # noqa: BLE001 - a bug in the actor: raised by step()
