@@ -252,6 +252,51 @@ def is_suite_code(name: str, code: bytes) -> bool:
     return code == suite_libraries().get(name) or code in _LOADED_HERE.get(name, set())
 
 
+_STRING_NAME = re.compile(r"""(?m)^\s*(?:local\s+)?([A-Za-z_]\w*)\s*=\s*(["'])([^"'\n]+)\2""")
+_REGISTERED = re.compile(
+    r"""register_function\s*(?:\(\s*(["'])(?P<plain>[^"'\n]+)\1"""
+    r"""|\{[^}]*?function_name\s*=\s*(?:(["'])(?P<named>[^"'\n]+)\3|(?P<var>[A-Za-z_]\w*)))"""
+)
+
+
+def library_functions(code: str | bytes) -> list[str]:
+    """Return the function names a library's code registers, as written (a literal or a string variable).
+
+    A name computed at run time is not seen; the server refuses a name another library holds.
+    """
+    text = code.decode("utf-8", "replace") if isinstance(code, bytes) else code
+    strings = {m.group(1): m.group(3) for m in _STRING_NAME.finditer(text)}
+    found = []
+    for m in _REGISTERED.finditer(text):
+        name = m.group("plain") or m.group("named") or strings.get(m.group("var") or "", "")
+        if name:
+            found.append(name)
+    return found
+
+
+def _suite_functions() -> dict[str, str]:
+    """Return {function name: library name} of every function the suite's libraries register."""
+    return {f: lib for lib, code in suite_libraries().items() for f in library_functions(code)}
+
+
+def _foreign_suite_code(name: str, code: bytes) -> str | None:
+    """Return why new library code must not be loaded on a shared server: it poses as the suite's."""
+    ours = suite_libraries()
+    if name in ours and code != ours[name]:
+        return (
+            f"library {name!r} is the suite's (lua/) and this code is not byte for byte the suite's, "
+            f"so everyone calling it would run something else"
+        )
+    taken = {f: lib for f, lib in _suite_functions().items() if lib != name}
+    squatted = sorted(set(library_functions(code)) & set(taken))
+    if squatted and code != ours.get(name):
+        return (
+            f"library {name!r} registers {', '.join(squatted)}, a function of the suite's library "
+            f"{taken[squatted[0]]!r}, so a FCALL of it would run this code instead"
+        )
+    return None
+
+
 def _library_fields(entry: Any) -> dict[bytes, Any]:
     if isinstance(entry, dict):
         return {_as_bytes(k): v for k, v in entry.items()}
@@ -299,6 +344,12 @@ def check_library_change(
     two = _name(words)[1]
     if two == "FUNCTION LOAD" and len(words) > 2:
         name, doing = _library_name(words[-1]), "replace"
+        posing = _foreign_suite_code(name, words[-1])
+        if posing:
+            raise ForeignLibraryError(
+                f"refusing FUNCTION LOAD: {posing}. Load your own code on the embedded backend or "
+                f"a throwaway server (RACELAB_BACKEND=real), under a name of your own."
+            )
         _LOADED_HERE.setdefault(name, set()).add(words[-1])
         if b"REPLACE" not in (w.upper() for w in words[2:-1]):
             return
