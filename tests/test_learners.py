@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -29,6 +30,7 @@ from helpers.backend.guard import ForeignLibraryError
 from helpers.backend.runs import alive_key, record_key, sweep
 from helpers.backend.scripts import CodeNotLoaded, delete_library, fcall_reloading, load_script
 from helpers.backend.server import RedisServer, ServerNotFound, find_binary
+from helpers.backend.urls import url_options
 from helpers.tools import acl, foreign
 
 MAXMEMORY = 48 * 2**20
@@ -288,3 +290,47 @@ def test_a_killed_kernels_keys_are_swept_after_its_lease(room: Room) -> None:
     finally:
         kernel.kill()
         kernel.wait(10)
+
+
+# --- the command line: what the instructor prints and loads ------------------------------------
+
+
+def test_acl_learners_prints_one_working_user_and_url_each(
+    room: Room, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from helpers.tools.cli import main
+
+    assert main(["acl", "--learners", "cy,dee", "--url", room.server.url]) == 0
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.splitlines() if line.startswith("ACL SETUSER ")]
+    urls = dict(
+        line.split(": export REDIS_URL=") for line in printed.splitlines() if "export" in line
+    )
+    assert [shlex.split(line)[2] for line in lines] == ["cy", "dee"] and set(urls) == {"cy", "dee"}
+    assert len({url_options(u)["password"] for u in urls.values()}) == 2  # one password each
+    assert "CONFIG SET maxmemory-policy noeviction" in printed
+    with room.admin() as admin:
+        for line in lines:
+            admin.execute_command(*shlex.split(line))  # as redis-cli would send it
+        try:
+            with redis.Redis.from_url(urls["cy"]) as cy:
+                cy.set("racelab:@cy:x:y:k", 1)
+                _refused_by_acl(lambda: cy.set("racelab:@dee:x:y:k", 1))
+                cy.delete("racelab:@cy:x:y:k")
+        finally:
+            admin.execute_command("ACL", "DELUSER", "cy", "dee")
+
+
+def test_acl_load_checks_the_code_byte_for_byte(capsys: pytest.CaptureFixture[str]) -> None:
+    from helpers.tools.cli import main
+
+    with RedisServer() as server:
+        assert main(["acl", "--load", "--url", server.url]) == 0
+        assert "libraries (racelab_demo, racelab_dict) byte for byte" in capsys.readouterr().out
+        assert main(["acl", "--load", "--url", server.url]) == 0  # again: nothing to change
+        with server.client() as admin:
+            admin.function_load(FOREIGN_DICT, replace=True)
+        assert main(["acl", "--load", "--url", server.url]) == 1
+        assert "'racelab_dict' on the server is not byte for byte" in capsys.readouterr().err
+        with server.client() as admin:
+            assert foreign.libraries(admin)["racelab_dict"] == FOREIGN_DICT.encode()  # left alone

@@ -153,7 +153,7 @@ class Lab:
     kind: str
     ns: Namespace
     owns_server: bool
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)  # it may hold a password
     _server: fakeredis.FakeServer | RedisServer | RedisClusterServer | None = None
     _clients: list[Client] = field(default_factory=list)
     _heartbeat: Heartbeat | None = None

@@ -89,7 +89,7 @@ def _summary(
     }
     kinds = ", ".join(f"{planted[k]} {plural[k]}" for k in foreign.KINDS)
     dbs = " and ".join(f"database {db} ({n:,})" for db, n in sorted(by_db.items()))
-    libraries = len(server_wide[0].libraries)
+    libraries = len(server_wide[0].libraries) - len(acl.learner_libraries())  # less the suite's
     return (
         f"racelab: shared-server check passed: {total:,} foreign keys intact in {dbs}"
         f"{f' over {nodes} nodes' if nodes > 1 else ''}: {kinds}; "
