@@ -19,6 +19,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -334,3 +335,15 @@ def test_acl_load_checks_the_code_byte_for_byte(capsys: pytest.CaptureFixture[st
         assert "'racelab_dict' on the server is not byte for byte" in capsys.readouterr().err
         with server.client() as admin:
             assert foreign.libraries(admin)["racelab_dict"] == FOREIGN_DICT.encode()  # left alone
+
+
+def test_the_workshop_page_gives_the_settings_the_command_prints() -> None:
+    page = (Path(__file__).resolve().parents[1] / "docs" / "workshop.md").read_text()
+    section = page.split("### Many learners on one server", 1)[1].split("\n### ", 1)[0]
+    for name, value, _why in acl.server_settings(1):
+        if name == "maxclients":
+            assert int(value) - acl.CONNECTIONS_PER_LEARNER == 32
+            assert f"{acl.CONNECTIONS_PER_LEARNER} per learner + 32" in section
+        else:
+            assert f"| `{name}` | `{value}`" in section, name
+    assert "python -m helpers acl --load" in section and "python -m helpers sweep" in section
