@@ -377,12 +377,23 @@ def test_a_foreign_library_named_like_ours_is_refused_byte_for_byte(
         assert foreign.libraries(admin)["racelab_dict"] == FOREIGN_DICT_CODE.encode()
 
 
-def test_the_suite_s_own_library_loads_replaces_and_is_left_for_the_others(
+def test_the_suite_s_own_library_loads_replaces_and_deletes_only_what_it_brought(
     lab: Any, shared: Shared
 ) -> None:
     c = lab.client()
-    assert load_library(c, "demo_library") == "racelab_demo"
+    assert load_library(c, "demo_library") == "racelab_demo"  # absent: this run brings it
     assert load_library(c, "demo_library") == "racelab_demo"  # REPLACE of the suite's own code
+    assert delete_library(c, "demo_library") is True
+    assert delete_library(c, "demo_library") is False  # absent: nothing to check, nothing deleted
+
+
+def test_cleanup_leaves_a_library_the_instructor_loaded(lab: Any, shared: Shared) -> None:
+    with shared.admin() as admin:
+        admin.function_load(
+            lua_source("demo_library")
+        )  # before the room: python -m helpers acl --load
+    c = lab.client()
+    assert load_library(c, "demo_library") == "racelab_demo"  # REPLACE, the same bytes
     assert delete_library(c, "demo_library") is False  # others may call it: cleanup leaves it
     with shared.admin() as admin:
         assert foreign.libraries(admin)["racelab_demo"] == lua_source("demo_library").encode()
@@ -435,11 +446,9 @@ def test_on_a_cluster_the_user_is_on_every_node_and_refuses_there(shared_cluster
             c.get_redis_connection(
                 c.get_primaries()[-1]
             ).flushall()  # a node's own client is guarded too
-        assert load_library(c, "demo_library") == "racelab_demo"
-        assert delete_library(c, "demo_library") is False  # left for the others
-        for node in cluster.servers:
-            with node.client(password=admin_password) as admin:
-                admin.function_delete("racelab_demo")
+        assert load_library(c, "demo_library") == "racelab_demo" and delete_library(
+            c, "demo_library"
+        )
         with cluster.servers[-1].client(password=admin_password) as last_node:
             last_node.function_load(FOREIGN_DICT_CODE)  # somebody's racelab_dict, on one node only
         with pytest.raises(ForeignLibraryError, match="racelab_dict"):

@@ -105,10 +105,6 @@ def test_binary_foreign_names_do_not_break_a_lab_clients_scan_on_embedded() -> N
         lab.close()
 
 
-class NotAFunction:
-    """A class: show() wants one of its methods."""
-
-
 @pytest.mark.parametrize(
     ("obj", "says"),
     [
@@ -116,13 +112,20 @@ class NotAFunction:
         (42, "not int 42"),
         (b"lock_release", "not bytes b'lock_release'"),
         ([print], "not list"),
-        (NotAFunction, "not the class NotAFunction: show one of its methods"),
+        (int, "cannot find the source of int"),  # a builtin class
+        (type("Made", (), {}), "cannot find the source of Made"),  # a class with no source file
     ],
 )
 def test_show_refuses_what_is_not_code_in_one_line(obj: object, says: str) -> None:
     with pytest.raises(NotShowable, match=says) as caught:
         show(obj)
     assert isinstance(caught.value, TypeError) and "\n" not in str(caught.value)
+
+
+def test_show_still_shows_a_class_with_a_source_file() -> None:
+    from races.dictionary import DictKeys
+
+    assert str(show(DictKeys)).startswith("class DictKeys(NamedTuple):")
 
 
 @pytest.mark.parametrize("rtt_ms", [1e9, 10**400, -1, math.nan, math.inf, 10_000.5, "1"])

@@ -40,6 +40,7 @@ from helpers.backend.guard import (
     check_library_change,
     library_code,
     packed_commands,
+    server_of,
 )
 from helpers.backend.modes import Command, Wiring
 from helpers.errors import RaceLabError
@@ -121,7 +122,7 @@ class LabConnection(_Transport):
             return
         for args in commands:
             check_command(args, owned=False)
-            check_library_change(args, self._library_code)
+            check_library_change(args, self._library_code, where=server_of(self.options))
 
     def _library_code(self, name: str) -> bytes | None:
         """Return library name's code on this connection's server, asked on a side connection."""

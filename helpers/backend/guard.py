@@ -240,6 +240,24 @@ _LOADED_HERE: dict[
 ] = {}  # library name -> code this process sent with FUNCTION LOAD
 
 
+# (library name, server) this process loaded onto a server that lacked it
+_BROUGHT_HERE: set[tuple[str, str]] = set()
+
+
+def server_of(options: dict[str, Any]) -> str:
+    """Return 'host:port' or the socket path a connection's options reach."""
+    return str(options.get("path") or f"{options.get('host')}:{options.get('port')}")
+
+
+def brought_here(name: str, client: Any) -> bool:
+    """Return True if this process loaded library name onto client's server (any cluster node) that lacked it."""
+    if hasattr(client, "get_nodes"):  # a cluster client: its nodes
+        places = {f"{n.host}:{n.port}" for n in client.get_nodes()}
+    else:
+        places = {server_of(client.connection_pool.connection_kwargs)}
+    return any((name, where) in _BROUGHT_HERE for where in places)
+
+
 def suite_libraries() -> dict[str, bytes]:
     """Return {library name: code} of every function library in lua/ ('#!lua name=...' files)."""
     from luaload import libraries  # local: the loader is the one place that knows lua/
@@ -325,7 +343,7 @@ def library_code(connection_class: type, options: dict[str, Any], name: str) -> 
 
 
 def check_library_change(
-    args: tuple[Any, ...], code_on_server: Callable[[str], bytes | None]
+    args: tuple[Any, ...], code_on_server: Callable[[str], bytes | None], where: str = ""
 ) -> None:
     """Raise ForeignLibraryError before FUNCTION LOAD REPLACE or FUNCTION DELETE of a library that is not the suite's.
 
@@ -359,7 +377,13 @@ def check_library_change(
         return
     if not name.startswith(SUITE_LIBRARY_PREFIX):
         return  # check_command refuses those outright
+    if doing == "delete":
+        _BROUGHT_HERE.discard((name, where))  # once deleted, a later load decides again
     code = code_on_server(name)
+    if code is None and doing == "replace":
+        _BROUGHT_HERE.add(
+            (name, where)
+        )  # absent until this process loaded it: its cleanup may delete it
     if code is not None and not is_suite_code(name, code):
         raise ForeignLibraryError(
             f"refusing to {doing} function library {name!r}: the server holds a library of that name whose "

@@ -16,6 +16,7 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
+from helpers.backend.guard import brought_here
 from helpers.errors import RaceLabError
 from luaload import (
     LUA_DIR,
@@ -133,10 +134,13 @@ def load_library(client: Any, name: str) -> str:
 def delete_library(client: Any, name: str) -> bool:
     """FUNCTION DELETE the library declared in lua/<name>.lua; return False if it was not loaded.
 
-    On a server the suite does not own (a guarded client's), nothing is deleted and False is
-    returned: others may be calling the library, which the instructor loaded for everyone.
+    On a server the suite does not own (a guarded client's), a library that was there before this
+    process loaded it (the instructor's, another run's) is never deleted and False is returned:
+    others may be calling it. Only one this process brought there itself is deleted.
     """
-    if getattr(client, "racelab_owned", True) is False:
+    if getattr(client, "racelab_owned", True) is False and not brought_here(
+        library_name(name), client
+    ):
         return False
     try:
         client.function_delete(library_name(name))

@@ -29,20 +29,16 @@ def source_of(obj: Any, assembled: bool = False) -> tuple[str, str]:
     if isinstance(obj, str):
         return (lua_source(obj) if assembled else lua_file(obj)), "lua"
     target = obj.func if isinstance(obj, functools.partial) else obj  # the function it wraps
-    if inspect.isclass(target):
+    if not (inspect.isfunction(target) or inspect.ismethod(target) or inspect.isclass(target)):
         raise NotShowable(
-            f"show() takes a function or a lua/ script name, not the class {target.__name__}: "
-            f"show one of its methods, e.g. show({target.__name__}.method)"
-        )
-    if not (inspect.isfunction(target) or inspect.ismethod(target)):
-        raise NotShowable(
-            f"show() takes a function or a lua/ script name, not {type(obj).__name__} {_brief(obj)}"
+            f"show() takes a function, a class or a lua/ script name, not {type(obj).__name__} "
+            f"{_brief(obj)}"
         )
     try:
         return inspect.getsource(target), "python"
-    except OSError as exc:
+    except (OSError, TypeError) as exc:  # a builtin, or defined where no file keeps its source
         raise NotShowable(
-            f"show() cannot find the source of {target.__qualname__}: {exc}"
+            f"show() cannot find the source of {target.__qualname__}: {str(exc).splitlines()[0]}"
         ) from None
 
 
