@@ -355,7 +355,6 @@ def test_a_foreign_library_named_like_ours_is_refused_byte_for_byte(
     c = lab.client()
     for attempt in (
         lambda: load_library(c, "dict_library"),
-        lambda: delete_library(c, "dict_library"),
         lambda: fcall_reloading(
             c, "dict_library", "racelab_dict_get_or_put", [lab.key("a")], ["x"]
         ),
@@ -365,6 +364,7 @@ def test_a_foreign_library_named_like_ours_is_refused_byte_for_byte(
     ):
         with pytest.raises(ForeignLibraryError, match="library 'racelab_(dict|someone_elses)'"):
             attempt()
+    assert delete_library(c, "dict_library") is False  # cleanup deletes no library here at all
     conn = c.connection_pool.get_connection()
     try:
         with pytest.raises(ForeignLibraryError, match="library 'racelab_dict'"):
@@ -377,24 +377,48 @@ def test_a_foreign_library_named_like_ours_is_refused_byte_for_byte(
         assert foreign.libraries(admin)["racelab_dict"] == FOREIGN_DICT_CODE.encode()
 
 
-def test_the_suite_s_own_library_loads_replaces_and_deletes(lab: Any) -> None:
+def test_the_suite_s_own_library_loads_replaces_and_deletes_only_what_it_brought(
+    lab: Any, shared: Shared
+) -> None:
     c = lab.client()
-    assert load_library(c, "demo_library") == "racelab_demo"
+    assert load_library(c, "demo_library") == "racelab_demo"  # absent: this run brings it
     assert load_library(c, "demo_library") == "racelab_demo"  # REPLACE of the suite's own code
     assert delete_library(c, "demo_library") is True
     assert delete_library(c, "demo_library") is False  # absent: nothing to check, nothing deleted
 
 
-def test_the_library_check_is_not_a_round_trip_of_the_client(lab: Any) -> None:
+def test_cleanup_leaves_a_library_the_instructor_loaded(lab: Any, shared: Shared) -> None:
+    with shared.admin() as admin:
+        admin.function_load(
+            lua_source("demo_library")
+        )  # before the room: python -m helpers acl --load
+    c = lab.client()
+    assert load_library(c, "demo_library") == "racelab_demo"  # REPLACE, the same bytes
+    assert delete_library(c, "demo_library") is False  # others may call it: cleanup leaves it
+    with shared.admin() as admin:
+        assert foreign.libraries(admin)["racelab_demo"] == lua_source("demo_library").encode()
+        admin.function_delete("racelab_demo")
+
+
+def test_a_load_posing_as_the_suite_s_code_is_refused(lab: Any) -> None:
+    c = lab.client()
+    hijack = "#!lua name=racelab_demo\nredis.register_function('racelab_demo_hit', function() return 99 end)"
+    squat = "#!lua name=racelab_zz\nredis.register_function('racelab_demo_hit', function() return 4343 end)"
+    with pytest.raises(ForeignLibraryError, match="not byte for byte the suite's"):
+        c.function_load(hijack, replace=True)
+    with pytest.raises(ForeignLibraryError, match="registers racelab_demo_hit"):
+        c.function_load(squat)
+
+
+def test_the_library_check_is_not_a_round_trip_of_the_client(lab: Any, shared: Shared) -> None:
     from helpers import client_stats
 
     c = lab.client()
     before = client_stats(c)
     load_library(c, "demo_library")
-    delete_library(c, "demo_library")
-    assert (
-        client_stats(c) - before
-    ).round_trips == 2  # FUNCTION LOAD and FUNCTION DELETE, nothing else
+    assert (client_stats(c) - before).round_trips == 1  # FUNCTION LOAD, nothing else
+    with shared.admin() as admin:
+        admin.function_delete("racelab_demo")
 
 
 # --- a cluster: the user on every node -------------------------------------------------------

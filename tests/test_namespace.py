@@ -81,3 +81,22 @@ def test_cleanup_on_cluster_reaches_every_node(cluster_lab):
     assert len(slots) > 3  # spread over several slots, hence several nodes
     assert cluster_lab.cleanup() == 30
     assert cluster_lab.ns.keys(c) == []
+
+
+def test_a_learner_comes_first_and_cannot_collide_with_a_notebook():
+    ns = Namespace("05_demo", "abcd1234", learner="ann")
+    assert ns.prefix == "racelab:@ann:05_demo:abcd1234:"
+    assert not Namespace("ann", "05_demo").prefix.startswith(ns.owner)  # '@' is no notebook name
+    with pytest.raises(ValueError, match="learner name"):
+        Namespace("nb", "r1", learner="a:b")
+
+
+def test_the_keys_a_namespace_hands_out_are_recorded_for_cleanup():
+    import fakeredis
+
+    ns, client = Namespace("nb", "r1", learner="ann"), fakeredis.FakeRedis()
+    client.set(ns.key("a"), 1)
+    client.set(ns.tagged("t", "b"), 1)
+    client.set("racelab:@bob:nb:r1:a", 1)  # somebody else's
+    assert ns.written == {ns.key("a"), ns.tagged("t", "b")}
+    assert ns.cleanup(client) == 2 and client.exists("racelab:@bob:nb:r1:a") == 1

@@ -40,6 +40,7 @@ from helpers.backend.guard import (
     check_library_change,
     library_code,
     packed_commands,
+    server_of,
 )
 from helpers.backend.modes import Command, Wiring
 from helpers.errors import RaceLabError
@@ -54,6 +55,22 @@ if TYPE_CHECKING:
     _Transport = redis.connection.AbstractConnection
 else:
     _Transport = object
+
+
+def _binary_names(args: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Return args with each str that is not UTF-8 (a binary key name a client decoded with
+    surrogateescape) as its original bytes: hiredis's packer encodes str strictly."""
+    if all(not isinstance(a, str) or a.isascii() for a in args):
+        return args
+    out = []
+    for a in args:
+        if isinstance(a, str) and not a.isascii():
+            try:
+                a.encode()
+            except UnicodeEncodeError:
+                a = a.encode("utf-8", "surrogateescape")
+        out.append(a)
+    return tuple(out)
 
 
 class LabConnection(_Transport):
@@ -105,7 +122,7 @@ class LabConnection(_Transport):
             return
         for args in commands:
             check_command(args, owned=False)
-            check_library_change(args, self._library_code)
+            check_library_change(args, self._library_code, where=server_of(self.options))
 
     def _library_code(self, name: str) -> bytes | None:
         """Return library name's code on this connection's server, asked on a side connection."""
@@ -113,6 +130,7 @@ class LabConnection(_Transport):
 
     def pack_command(self, *args: Any) -> Any:
         """Guard, then pack one command (its bytes are then known to send_packed_command)."""
+        args = _binary_names(args)
         if self._handshakes:
             return super().pack_command(*args)
         self._guard([args])
@@ -122,7 +140,7 @@ class LabConnection(_Transport):
 
     def pack_commands(self, commands: Any) -> Any:
         """Guard, then pack several commands (a pipeline or MULTI block: one write)."""
-        commands = [tuple(c) for c in commands]
+        commands = [_binary_names(tuple(c)) for c in commands]
         if self._handshakes:
             return super().pack_commands(commands)
         self._guard(commands)
@@ -132,6 +150,7 @@ class LabConnection(_Transport):
 
     def send_command(self, *args: Any, **kwargs: Any) -> None:
         """Guard, then send one command."""
+        args = _binary_names(args)
         if self._handshakes:
             return super().send_command(*args, **kwargs)
         self._guard([args])

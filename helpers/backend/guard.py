@@ -240,6 +240,24 @@ _LOADED_HERE: dict[
 ] = {}  # library name -> code this process sent with FUNCTION LOAD
 
 
+# (library name, server) this process loaded onto a server that lacked it
+_BROUGHT_HERE: set[tuple[str, str]] = set()
+
+
+def server_of(options: dict[str, Any]) -> str:
+    """Return 'host:port' or the socket path a connection's options reach."""
+    return str(options.get("path") or f"{options.get('host')}:{options.get('port')}")
+
+
+def brought_here(name: str, client: Any) -> bool:
+    """Return True if this process loaded library name onto client's server (any cluster node) that lacked it."""
+    if hasattr(client, "get_nodes"):  # a cluster client: its nodes
+        places = {f"{n.host}:{n.port}" for n in client.get_nodes()}
+    else:
+        places = {server_of(client.connection_pool.connection_kwargs)}
+    return any((name, where) in _BROUGHT_HERE for where in places)
+
+
 def suite_libraries() -> dict[str, bytes]:
     """Return {library name: code} of every function library in lua/ ('#!lua name=...' files)."""
     from luaload import libraries  # local: the loader is the one place that knows lua/
@@ -250,6 +268,51 @@ def suite_libraries() -> dict[str, bytes]:
 def is_suite_code(name: str, code: bytes) -> bool:
     """Return True if code is byte for byte the suite's library name (lua/) or what this process loaded."""
     return code == suite_libraries().get(name) or code in _LOADED_HERE.get(name, set())
+
+
+_STRING_NAME = re.compile(r"""(?m)^\s*(?:local\s+)?([A-Za-z_]\w*)\s*=\s*(["'])([^"'\n]+)\2""")
+_REGISTERED = re.compile(
+    r"""register_function\s*(?:\(\s*(["'])(?P<plain>[^"'\n]+)\1"""
+    r"""|\{[^}]*?function_name\s*=\s*(?:(["'])(?P<named>[^"'\n]+)\3|(?P<var>[A-Za-z_]\w*)))"""
+)
+
+
+def library_functions(code: str | bytes) -> list[str]:
+    """Return the function names a library's code registers, as written (a literal or a string variable).
+
+    A name computed at run time is not seen; the server refuses a name another library holds.
+    """
+    text = code.decode("utf-8", "replace") if isinstance(code, bytes) else code
+    strings = {m.group(1): m.group(3) for m in _STRING_NAME.finditer(text)}
+    found = []
+    for m in _REGISTERED.finditer(text):
+        name = m.group("plain") or m.group("named") or strings.get(m.group("var") or "", "")
+        if name:
+            found.append(name)
+    return found
+
+
+def _suite_functions() -> dict[str, str]:
+    """Return {function name: library name} of every function the suite's libraries register."""
+    return {f: lib for lib, code in suite_libraries().items() for f in library_functions(code)}
+
+
+def _foreign_suite_code(name: str, code: bytes) -> str | None:
+    """Return why new library code must not be loaded on a shared server: it poses as the suite's."""
+    ours = suite_libraries()
+    if name in ours and code != ours[name]:
+        return (
+            f"library {name!r} is the suite's (lua/) and this code is not byte for byte the suite's, "
+            f"so everyone calling it would run something else"
+        )
+    taken = {f: lib for f, lib in _suite_functions().items() if lib != name}
+    squatted = sorted(set(library_functions(code)) & set(taken))
+    if squatted and code != ours.get(name):
+        return (
+            f"library {name!r} registers {', '.join(squatted)}, a function of the suite's library "
+            f"{taken[squatted[0]]!r}, so a FCALL of it would run this code instead"
+        )
+    return None
 
 
 def _library_fields(entry: Any) -> dict[bytes, Any]:
@@ -280,7 +343,7 @@ def library_code(connection_class: type, options: dict[str, Any], name: str) -> 
 
 
 def check_library_change(
-    args: tuple[Any, ...], code_on_server: Callable[[str], bytes | None]
+    args: tuple[Any, ...], code_on_server: Callable[[str], bytes | None], where: str = ""
 ) -> None:
     """Raise ForeignLibraryError before FUNCTION LOAD REPLACE or FUNCTION DELETE of a library that is not the suite's.
 
@@ -299,6 +362,12 @@ def check_library_change(
     two = _name(words)[1]
     if two == "FUNCTION LOAD" and len(words) > 2:
         name, doing = _library_name(words[-1]), "replace"
+        posing = _foreign_suite_code(name, words[-1])
+        if posing:
+            raise ForeignLibraryError(
+                f"refusing FUNCTION LOAD: {posing}. Load your own code on the embedded backend or "
+                f"a throwaway server (RACELAB_BACKEND=real), under a name of your own."
+            )
         _LOADED_HERE.setdefault(name, set()).add(words[-1])
         if b"REPLACE" not in (w.upper() for w in words[2:-1]):
             return
@@ -308,7 +377,13 @@ def check_library_change(
         return
     if not name.startswith(SUITE_LIBRARY_PREFIX):
         return  # check_command refuses those outright
+    if doing == "delete":
+        _BROUGHT_HERE.discard((name, where))  # once deleted, a later load decides again
     code = code_on_server(name)
+    if code is None and doing == "replace":
+        _BROUGHT_HERE.add(
+            (name, where)
+        )  # absent until this process loaded it: its cleanup may delete it
     if code is not None and not is_suite_code(name, code):
         raise ForeignLibraryError(
             f"refusing to {doing} function library {name!r}: the server holds a library of that name whose "

@@ -34,16 +34,17 @@ from helpers.backend.connection import NoReply, new_pool, pool_factory
 from helpers.backend.guard import GuardedRedis, GuardedRedisCluster
 from helpers.backend.identity import ServerIdentity, server_identity
 from helpers.backend.modes import Mode, Wiring, check_rtt_ms, make_modes
-from helpers.backend.namespace import Namespace, new_run_id
+from helpers.backend.namespace import LEARNER_NAME, SHARED_USER, Namespace, new_run_id
 from helpers.backend.redispy import (
     HIREDIS_PARSER,
     PYTHON_PARSER,
     hiredis_version,
     quiet_experimental_warnings,
 )
+from helpers.backend.runs import LEASE_VARIABLE, Heartbeat
 from helpers.backend.scripts import load_script
 from helpers.backend.server import RedisClusterServer, RedisServer, is_owned_url
-from helpers.backend.urls import redacted, url_options
+from helpers.backend.urls import MalformedURL, redacted, url_options
 from helpers.errors import RaceLabError
 
 __all__ = [
@@ -73,6 +74,36 @@ RECONNECT_RETRIES = 0
 
 class ServerUnavailable(RaceLabError, redis.ConnectionError):
     """connect() could not use the server: it refused the connection or did not answer in time."""
+
+
+class ServerRefused(RaceLabError, redis.ResponseError):
+    """connect() reached the server, but its ACL refused this user (a forbidden database, no access)."""
+
+
+def heartbeat_wanted(lab: Lab) -> bool:
+    """Return True if the run beats a heartbeat: a learner's run, or any on a server not owned with RACELAB_LEASE_S set."""
+    return not lab.owns_server and bool(lab.ns.learner or os.environ.get(LEASE_VARIABLE))
+
+
+def learner_of(url: str) -> str:
+    """Return the learner a URL's user names ('' for no user, 'default' or the self-study user).
+
+    A learner's own ACL user (``python -m helpers acl --learners``) may touch only keys under
+    ``racelab:@<learner>:``, so the namespace puts that name first.
+    """
+    user = url_options(url).get("username") or ""
+    if user in ("", "default", SHARED_USER):
+        return ""
+    if not LEARNER_NAME.match(user):
+        raise _malformed(
+            url,
+            f"the user {user!r} is no learner name (1-32 of A-Z a-z 0-9 _ -), see python -m helpers acl",
+        )
+    return user
+
+
+def _malformed(url: str, why: str) -> MalformedURL:
+    return MalformedURL(f"malformed Redis URL {redacted(url)}: {why}")
 
 
 def parser_description(kind: str, parser_class: type | None = None) -> str:
@@ -107,7 +138,9 @@ def _is_cluster(url: str) -> bool:
                 return str(probe.info("cluster").get("cluster_enabled", 0)) == "1"
             except redis.ResponseError as exc:
                 if str(exc).startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
-                    raise
+                    raise ServerRefused(
+                        f"the Redis server at {redacted(url)} refused this user: {exc}"
+                    ) from exc
                 return False
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise ServerUnavailable(f"cannot use the Redis server at {redacted(url)}: {exc}") from exc
@@ -120,9 +153,10 @@ class Lab:
     kind: str
     ns: Namespace
     owns_server: bool
-    url: str | None = None
+    url: str | None = field(default=None, repr=False)  # it may hold a password
     _server: fakeredis.FakeServer | RedisServer | RedisClusterServer | None = None
     _clients: list[Client] = field(default_factory=list)
+    _heartbeat: Heartbeat | None = None
     version: str = ""  # the server's own version (Valkey's valkey_version, not its redis_version)
     caps: Capabilities = field(default_factory=Capabilities)
     server: ServerIdentity = field(default_factory=lambda: ServerIdentity("", ""))
@@ -155,6 +189,9 @@ class Lab:
             parser_class=self.parser_class,
         )
         single = kwargs.pop("single_connection_client", False)
+        # A key name that is not UTF-8 (somebody's binary key a SCAN meets) decodes to a str that
+        # encodes back to the same bytes, instead of a UnicodeDecodeError.
+        kwargs.setdefault("encoding_errors", "surrogateescape")
         c: Client
         if self.kind == "embedded":
             c = embedded.new_client(
@@ -240,6 +277,12 @@ class Lab:
         finally:
             self._close_client(c)
 
+    def _own_client(self) -> Client:
+        """Return a client the lab does not hand out or close at close() (the heartbeat's)."""
+        c = self.client()
+        self._clients.remove(c)
+        return c
+
     def release(self, c: Client) -> None:
         """Close one client handed out by client() now, instead of at close(); returns nothing."""
         self._close_client(c)
@@ -251,6 +294,8 @@ class Lab:
 
     def close(self) -> None:
         """Close every client handed out and stop a server the lab started. Safe to call twice."""
+        if self._heartbeat is not None:
+            self._heartbeat.stop()
         for c in list(self._clients):
             self._close_client(c)
         if isinstance(self._server, (RedisServer, RedisClusterServer)):
@@ -279,11 +324,16 @@ def connect(
     only a server this process started (helpers.backend.server) counts as owned.
     """
     quiet_experimental_warnings()
-    ns = Namespace(notebook, run_id or new_run_id())
     url = url if url is not None else (os.environ.get("REDIS_URL") if backend is None else None)
+    if url is not None and not url.strip():
+        raise MalformedURL(
+            "REDIS_URL is set but empty: unset it (unset REDIS_URL) for the embedded backend, "
+            "or give the server's URL (redis://user:password@host:6379/0)"
+        )
     backend = backend or ("real" if url else os.environ.get("RACELAB_BACKEND", "embedded"))
     if backend not in BACKENDS:
         raise ValueError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    ns = Namespace(notebook, run_id or new_run_id(), learner=learner_of(url) if url else "")
     if url:
         url_options(url)  # MalformedURL, naming it, before anything connects
         lab = Lab(
@@ -310,10 +360,18 @@ def connect(
         lab.caps = probe_capabilities(
             probe, ns.key("__probe__"), cluster=lab.kind == "cluster", server=lab.server.label()
         )
+        if heartbeat_wanted(lab):  # an abandoned run can be swept (helpers.backend.runs)
+            lab._heartbeat = Heartbeat(lab._own_client(), ns).start()  # None if refused (OOM)
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         lab.close()  # a server this call started must not outlive the failure
         raise ServerUnavailable(
             f"cannot use the Redis server at {redacted(lab.url or '')}: {exc}"
+        ) from exc
+    except redis.exceptions.NoPermissionError as exc:
+        lab.close()
+        raise ServerRefused(
+            f"the Redis server at {redacted(lab.url or '')} refused this user: {exc} "
+            "(a database or command the user's ACL does not allow; python -m helpers acl prints one that works)"
         ) from exc
     except BaseException:
         lab.close()

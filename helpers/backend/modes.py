@@ -250,15 +250,21 @@ class Lockstep(Mode):
         return "lockstep: every client's k-th round trip in one round"
 
 
+MAX_RTT_MS = 10_000  # a network delay past 10 s per round trip is a typo, not a network
+
+
 def check_rtt_ms(rtt_ms: float) -> float:
-    """Return rtt_ms in seconds; ValueError unless it is a finite number of milliseconds >= 0."""
+    """Return rtt_ms in seconds; ValueError unless it is a number of milliseconds from 0 to 10,000."""
     if (
         isinstance(rtt_ms, bool)
         or not isinstance(rtt_ms, (int, float))
-        or not rtt_ms >= 0  # written so that NaN fails too
-        or rtt_ms == float("inf")
+        or not 0 <= rtt_ms <= MAX_RTT_MS  # written so that NaN fails too
     ):
-        raise ValueError(f"rtt_ms must be a finite number of milliseconds >= 0, got {rtt_ms!r}")
+        huge = isinstance(rtt_ms, int) and not isinstance(rtt_ms, bool) and rtt_ms > 10**30
+        shown = "an integer over 10**30" if huge else repr(rtt_ms)
+        raise ValueError(
+            f"rtt_ms must be a number of milliseconds from 0 to {MAX_RTT_MS:,}, got {shown}"
+        )
     return rtt_ms / 1000
 
 

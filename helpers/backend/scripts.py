@@ -13,8 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import redis
 from redis.commands.core import Script
 
+from helpers.backend.guard import brought_here
+from helpers.errors import RaceLabError
 from luaload import (
     LUA_DIR,
     is_library,
@@ -48,6 +51,18 @@ __all__ = [
 HEADER_FIELDS = ("KEYS", "ARGV", "Returns")
 
 
+class CodeNotLoaded(RaceLabError):
+    """A learner's user may not load code, and the suite's script or library is not on the server."""
+
+
+def _not_loaded(what: str) -> CodeNotLoaded:
+    return CodeNotLoaded(
+        f"{what} is not on this shared server, and your user may not load code there (the "
+        "instructor's job: python -m helpers acl --load). Ask the instructor, or run your own Lua "
+        "on the embedded backend or a throwaway server (RACELAB_BACKEND=real)."
+    )
+
+
 def script_header(name: str) -> str:
     """Return the leading comment block of lua/<name>.lua (the script's contract), without '-- uses:'."""
     lines = []
@@ -62,9 +77,25 @@ def script_header(name: str) -> str:
     return "\n".join(lines).strip()
 
 
+class SuiteScript(Script):
+    """A redis-py Script whose reload (NOSCRIPT, then SCRIPT LOAD) a learner's ACL refuses in plain words."""
+
+    racelab_name = ""
+
+    def __call__(self, keys: Any = None, args: Any = None, client: Any = None) -> Any:
+        """EVALSHA the script (redis-py's Script); CodeNotLoaded if it is not cached and may not be loaded."""
+        try:
+            return super().__call__(keys or [], args or [], client)
+        except redis.exceptions.NoPermissionError as exc:
+            if "script|load" not in str(exc).lower() and "evalsha" not in str(exc).lower():
+                raise
+            raise _not_loaded(f"the suite's script {self.racelab_name!r}") from exc
+
+
 def load_script(client: Any, name: str) -> Script:
     """Return a callable Script for lua/<name>.lua (assembled) bound to client (EVALSHA, reloads on NOSCRIPT)."""
-    script = client.register_script(lua_source(name))
+    script = SuiteScript(client, lua_source(name))
+    script.racelab_name = name
     remember_sha(script.sha, name)
     return script
 
@@ -76,8 +107,6 @@ def preload(client: Any) -> None:
     which would add round trips to a trace on a server that had not seen the script yet. Loading
     a script only caches it; nothing runs.
     """
-    import redis  # local: only this helper needs the exception type
-
     for name in names():
         if is_library(name):
             continue  # a function library: FUNCTION LOAD, not SCRIPT LOAD
@@ -93,16 +122,26 @@ def load_library(client: Any, name: str) -> str:
     A cluster client loads it on every primary and answers {node: name}; the name is returned
     all the same, so a notebook prints the same line on every backend.
     """
-    reply = client.function_load(lua_source(name), replace=True)
+    try:
+        reply = client.function_load(lua_source(name), replace=True)
+    except redis.exceptions.NoPermissionError as exc:
+        raise _not_loaded(f"the suite's library {library_name(name)!r}") from exc
     if isinstance(reply, dict) and len(set(reply.values())) == 1:
         return next(iter(reply.values()))
     return reply
 
 
 def delete_library(client: Any, name: str) -> bool:
-    """FUNCTION DELETE the library declared in lua/<name>.lua; return False if it was not loaded."""
-    import redis  # local: only this helper needs the exception type
+    """FUNCTION DELETE the library declared in lua/<name>.lua; return False if it was not loaded.
 
+    On a server the suite does not own (a guarded client's), a library that was there before this
+    process loaded it (the instructor's, another run's) is never deleted and False is returned:
+    others may be calling it. Only one this process brought there itself is deleted.
+    """
+    if getattr(client, "racelab_owned", True) is False and not brought_here(
+        library_name(name), client
+    ):
+        return False
     try:
         client.function_delete(library_name(name))
         return True
@@ -122,8 +161,6 @@ def fcall_reloading(
     a racelab library at its cleanup while this run still calls it. Loading the same code again
     (FUNCTION LOAD REPLACE) is harmless, so the call survives that.
     """
-    import redis  # local: only this helper and delete_library need the exception type
-
     try:
         return client.fcall(function, len(keys), *keys, *args)
     except redis.ResponseError as exc:

@@ -9,10 +9,16 @@ display); in plain text (nbval, a terminal) it is the same source, line for line
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
+from helpers.errors import RaceLabError
 from luaload import lua_file, lua_source
+
+
+class NotShowable(RaceLabError, TypeError):
+    """show() was given something that is neither a function nor a lua/ script name."""
 
 
 def source_of(obj: Any, assembled: bool = False) -> tuple[str, str]:
@@ -22,8 +28,23 @@ def source_of(obj: Any, assembled: bool = False) -> tuple[str, str]:
     """
     if isinstance(obj, str):
         return (lua_source(obj) if assembled else lua_file(obj)), "lua"
-    target = getattr(obj, "func", obj)  # functools.partial: show the function it wraps
-    return inspect.getsource(target), "python"
+    target = obj.func if isinstance(obj, functools.partial) else obj  # the function it wraps
+    if not (inspect.isfunction(target) or inspect.ismethod(target) or inspect.isclass(target)):
+        raise NotShowable(
+            f"show() takes a function, a class or a lua/ script name, not {type(obj).__name__} "
+            f"{_brief(obj)}"
+        )
+    try:
+        return inspect.getsource(target), "python"
+    except (OSError, TypeError) as exc:  # a builtin, or defined where no file keeps its source
+        raise NotShowable(
+            f"show() cannot find the source of {target.__qualname__}: {str(exc).splitlines()[0]}"
+        ) from None
+
+
+def _brief(obj: Any) -> str:
+    text = repr(obj)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class Listing:

@@ -18,6 +18,15 @@ in it. The server then enforces, whatever a client sends or a Lua script compute
   cluster client needs to route;
 * no pub/sub channels.
 
+**Many learners on one server** (``python -m helpers acl --learners N`` or ``--learners ann,bob``):
+one user per learner instead, each with its own password and ``REDIS_URL``, keys only under
+``racelab:@<learner>:*`` (``helpers.backend.namespace`` puts the URL's user first), and no code
+of its own on the server: no EVAL, SCRIPT LOAD or FUNCTION LOAD/DELETE, only EVALSHA of the
+suite's scripts and FCALL of the suite's functions, named one by one (``+evalsha|<sha1>``,
+``+fcall|<function>``), which the instructor loads once (``python -m helpers acl --load``).
+Nor SCAN, RANDOMKEY, DBSIZE or CLIENT TRACKING (they tell other people's key names) or FUNCTION
+LIST (WITHCODE shows other people's code; an ACL cannot allow FUNCTION LIST without WITHCODE).
+
 One thing no ACL rule can take away: RESET (like AUTH and HELLO) needs no permission, and it
 logs the connection back in as the ``default`` user. So the default user must have a password
 or be off; otherwise RESET, or simply a URL without the user, has the default user's rights.
@@ -28,15 +37,27 @@ server, on every node of its cluster, and runs the notebooks as that user.
 
 from __future__ import annotations
 
+import hashlib
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
 
-from helpers.backend.namespace import SUITE_PREFIX
+from helpers.backend.guard import library_functions
+from helpers.backend.namespace import LEARNER_NAME, SHARED_USER, SUITE_PREFIX
+from helpers.errors import RaceLabError
+from luaload import is_library, library_name, lua_source, names
 
-USER = "racelab"
+USER = SHARED_USER
+# Lessons in taking a server down (a loop, a fill, over maxmemory): a throwaway server's, never
+# callable by a learner on a shared one.
+NOT_FOR_LEARNERS = ("runaway_", "oom_")
+
+
+class SuiteCodeMismatch(RaceLabError):
+    """The shared server holds a racelab script or library that is not byte for byte the suite's."""
+
 
 # (rules, why): one group per line of the printed explanation.
 _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
@@ -152,3 +173,232 @@ def explain(password: str, user: str = USER, url: str = "redis://HOST:6379/0", d
         shown = " ".join(group).replace("-select", f"-select +select|{db}")
         lines.append(f"#   {shown:<{width + 12}} {why}")
     return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------
+# Many learners on one server: one user each, the suite's code loaded by the instructor.
+
+
+def learner_scripts() -> dict[str, str]:
+    """Return {lua/ name: SHA1 of its assembled text} of every script a learner may EVALSHA."""
+    return {
+        n: hashlib.sha1(lua_source(n).encode()).hexdigest()
+        for n in names()
+        if not is_library(n) and not n.startswith(NOT_FOR_LEARNERS)
+    }
+
+
+def learner_libraries() -> dict[str, str]:
+    """Return {library name: assembled code} of every function library a learner may FCALL."""
+    return {
+        library_name(n): lua_source(n)
+        for n in names()
+        if is_library(n) and not n.startswith(NOT_FOR_LEARNERS)
+    }
+
+
+def learner_functions() -> list[str]:
+    """Return the names of the functions the learner libraries register, sorted."""
+    return sorted(f for code in learner_libraries().values() for f in library_functions(code))
+
+
+def learner_names(spec: str) -> list[str]:
+    """Return learner names from '3' (learner01..learner03) or 'ann,bob'; ValueError on a bad name."""
+    if spec.isdigit():
+        count = int(spec)
+        if not 1 <= count <= 999:
+            raise ValueError("--learners N takes 1 to 999 learners")
+        return [f"learner{i:02d}" for i in range(1, count + 1)]
+    found = [n.strip() for n in spec.split(",") if n.strip()]
+    bad = [n for n in found if not LEARNER_NAME.match(n) or n in ("default", USER)]
+    if bad or not found or len(set(found)) != len(found):
+        raise ValueError(
+            f"learner names must be distinct, 1-32 of A-Z a-z 0-9 _ -, not 'default' or {USER!r}: "
+            f"{', '.join(bad) or spec!r}"
+        )
+    return found
+
+
+# (rules, why) of a learner's user; {learner} and {db} are filled in.
+_LEARNER_GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
+    (
+        (f"~{SUITE_PREFIX}:@{{learner}}:*", "resetchannels"),
+        f"keys under {SUITE_PREFIX}:@<learner>:* only: this learner's runs, nobody else's; no channels",
+    ),
+    (
+        ("-@all", "+@read", "+@write", "+@keyspace", "+@transaction", "+@connection"),
+        "read and write data, MULTI/EXEC/WATCH, the connection's own commands",
+    ),
+    (
+        ("-@admin", "-@dangerous", "-move", "-copy", "-select", "+select|{db}"),
+        "no server-wide command (FLUSHALL, KEYS, CONFIG, DEBUG, MONITOR, ...), no other database",
+    ),
+    (
+        ("-scan", "-randomkey", "-dbsize", "-client|tracking"),
+        "nothing that tells other people's key names (SCAN, RANDOMKEY, DBSIZE, CLIENT TRACKING BCAST)",
+    ),
+    (
+        ("-function", "-script", "-eval", "-eval_ro", "-evalsha", "-evalsha_ro", "-fcall"),
+        "no code of one's own: FUNCTION LOAD/DELETE are in @write, so they are taken away by name",
+    ),
+    (
+        ("-fcall_ro", "+script|exists"),
+        "(nor FUNCTION LIST: WITHCODE shows other people's code); SCRIPT EXISTS tells what is loaded",
+    ),
+    (
+        ("+evalsha|{sha}",),
+        "EVALSHA of each of the suite's scripts, by SHA1 (the instructor loads them)",
+    ),
+    (
+        ("+fcall|{function}", "+fcall_ro|{function}"),
+        "FCALL of each of the suite's functions, by name (the instructor loads the libraries)",
+    ),
+    (
+        (
+            "+info|server",
+            "+info|cluster",
+            "+info|commandstats",
+            "+cluster|slots",
+            "+cluster|shards",
+        ),
+        "the version, cluster mode, server time per call, a cluster's slot map",
+    ),
+)
+
+
+def learner_rules(learner: str, db: int = 0) -> list[str]:
+    """Return the ACL rules of one learner's user (without the password)."""
+    if not LEARNER_NAME.match(learner):
+        raise ValueError(f"learner name {learner!r} must be 1-32 of A-Z a-z 0-9 _ -")
+    out: list[str] = []
+    for group, _why in _LEARNER_GROUPS:
+        for rule in group:
+            if "{sha}" in rule:
+                out += [rule.format(sha=sha) for sha in learner_scripts().values()]
+            elif "{function}" in rule:
+                out += [rule.format(function=f) for f in learner_functions()]
+            else:
+                out.append(rule.format(learner=learner, db=db))
+    return out
+
+
+def learner_setuser_args(learner: str, password: str, db: int = 0) -> list[str]:
+    """Return the arguments after ACL SETUSER for one learner's user, from scratch (reset)."""
+    if not password or any(c.isspace() for c in password):
+        raise ValueError("the password must be non-empty and have no spaces")
+    return [learner, "reset", "on", f">{password}", *learner_rules(learner, db)]
+
+
+def apply_learners(clients: Iterable[redis.Redis], passwords: dict[str, str], db: int = 0) -> int:
+    """Create (or reset) each learner's user on each client's server (every node); return how many."""
+    count = 0
+    for client in clients:
+        for learner, password in passwords.items():
+            client.execute_command("ACL", "SETUSER", *learner_setuser_args(learner, password, db))
+            count += 1
+    return count
+
+
+CONNECTIONS_PER_LEARNER = 25  # a notebook's clients, its threaded runs (8) and a kernel restart
+
+
+def server_settings(learners: int) -> list[tuple[str, str, str]]:
+    """Return (parameter, value, why) of the shared server's settings for that many learners."""
+    return [
+        ("maxmemory", "1gb", "a full server refuses writes (OOM) instead of growing without bound"),
+        ("maxmemory-policy", "noeviction", "never evicts anybody's key to make room"),
+        (
+            "maxclients",
+            str(CONNECTIONS_PER_LEARNER * learners + 32),
+            f"{CONNECTIONS_PER_LEARNER} per learner and room to spare; keep your own redis-cli open "
+            "from the start: a full server refuses new connections, never drops an open one",
+        ),
+        ("proto-max-bulk-len", "16mb", "no single value over 16 MB (the suite's largest are KBs)"),
+    ]
+
+
+def explain_learners(
+    passwords: dict[str, str], url: str = "redis://HOST:6379/0", db: int = 0
+) -> str:
+    """Return what ``python -m helpers acl --learners`` prints: settings, one user and URL per learner."""
+    lines = [
+        "# Many learners on one server. As the administrator (redis-cli), on EVERY node of a cluster:",
+        "# 1. The server's settings (CONFIG SET now, and the same lines in redis.conf):",
+        *[
+            f"CONFIG SET {name} {value}    # {why}"
+            for name, value, why in server_settings(len(passwords))
+        ],
+        "# 2. The suite's scripts and libraries, loaded once and checked byte for byte:",
+        "#      python -m helpers acl --load --url redis://default:ADMIN_PASSWORD@HOST:6379/0",
+        "# 3. One user per learner (ACL SAVE keeps them, with an aclfile). Each may touch only its",
+        "#    own keys, and call only the suite's code by SHA1 or function name:",
+    ]
+    for learner, password in passwords.items():
+        args = learner_setuser_args(learner, password, db)
+        lines.append("ACL SETUSER " + " ".join(_quoted(a) for a in args))
+    lines += [
+        "",
+        "# The default user must not be open (RESET logs a connection back in as 'default').",
+        "# Hand each learner their own line:",
+        *[
+            f"{learner}: export REDIS_URL={user_url(url, pw, learner)}"
+            for learner, pw in passwords.items()
+        ],
+        "",
+        "# What each group of a learner's rules allows or takes away:",
+    ]
+    for group, why in _LEARNER_GROUPS:
+        shown = " ".join(group).format(learner="<learner>", db=db, sha="<sha1>", function="<fn>")
+        lines.append(f"#   {shown:<64} {why}")
+    lines += [
+        "# What Redis cannot enforce: a memory share per learner (one learner can fill maxmemory,",
+        "# then everyone's writes get OOM, but no key is lost), a command rate, a connection count",
+        "# per user, or a reserved connection for the administrator (maxclients is the server's).",
+    ]
+    return "\n".join(lines)
+
+
+def _function_entries(client: redis.Redis, library: str) -> dict[str, bytes]:
+    """Return {library name: code} of the libraries named library on client's server (0 or 1)."""
+    reply = client.execute_command("FUNCTION", "LIST", "LIBRARYNAME", library, "WITHCODE")
+    out = {}
+    for entry in reply or []:
+        fields = dict(zip(entry[::2], entry[1::2])) if isinstance(entry, list) else entry
+        fields = {k.decode() if isinstance(k, bytes) else k: v for k, v in fields.items()}
+        name = fields["library_name"]
+        name = name.decode() if isinstance(name, bytes) else name
+        code = fields["library_code"]
+        out[name] = code if isinstance(code, bytes) else code.encode()
+    return out
+
+
+def load(clients: Sequence[redis.Redis]) -> list[str]:
+    """Load the learners' scripts and libraries on each node; return one line per check.
+
+    A library of the suite's name whose code differs is left alone (SuiteCodeMismatch): its owner
+    decides. Each script's SHA1 and each library's code are read back and compared byte for byte.
+    """
+    lines = []
+    for client in clients:
+        for name, sha in learner_scripts().items():
+            got = client.script_load(lua_source(name))
+            got = got.decode() if isinstance(got, bytes) else got
+            if got != sha or not client.script_exists(sha)[0]:
+                raise SuiteCodeMismatch(f"script {name}: the server cached {got}, not {sha}")
+        lines.append(f"{len(learner_scripts())} scripts cached, each SHA1 as the suite computes it")
+        for library, code in learner_libraries().items():
+            held = _function_entries(client, library).get(library)
+            if held is None:
+                client.function_load(code)
+            elif held != code.encode():
+                raise SuiteCodeMismatch(
+                    f"library {library!r} on the server is not byte for byte the suite's; left as it"
+                    " is (FUNCTION DELETE it yourself if it is an old version of the suite)"
+                )
+            if _function_entries(client, library).get(library) != code.encode():
+                raise SuiteCodeMismatch(f"library {library!r} did not load as the suite's code")
+        lines.append(
+            f"{len(learner_libraries())} libraries ({', '.join(sorted(learner_libraries()))}) "
+            "byte for byte the suite's"
+        )
+    return lines

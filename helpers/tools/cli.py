@@ -18,6 +18,15 @@ python -m helpers run --cluster [--shared] -- CMD...
 python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]
                                           # print the ACL SETUSER line of the least-privilege
                                           # workshop user, and its REDIS_URL (helpers.tools.acl)
+python -m helpers acl --learners N|NAME,NAME [--url URL] [--db N]
+                                          # one user per learner (keys racelab:@<learner>:* only,
+                                          # only the suite's scripts and functions), the server
+                                          # settings, and each learner's REDIS_URL
+python -m helpers acl --load --url ADMIN_URL
+                                          # load the suite's scripts and libraries that learners
+                                          # call, on every primary, checked byte for byte
+python -m helpers sweep [--url ADMIN_URL] # remove every key of runs whose heartbeat expired
+                                          # (a killed kernel's); default URL: $REDIS_URL
 python -m helpers doctor                  # can this machine run the workshop? a checklist, each
                                           # problem with its fix; exits 1 only when the core
                                           # session is blocked (helpers.tools.doctor)
@@ -33,6 +42,7 @@ from pathlib import Path
 
 import redis
 
+from helpers.backend.runs import sweep
 from helpers.backend.server import (
     BINARY_VARIABLE,
     RedisClusterServer,
@@ -42,6 +52,7 @@ from helpers.backend.server import (
     find_binary,
     server_description,
 )
+from helpers.backend.urls import MalformedURL, redacted, url_options
 from helpers.tools import acl, doctor, foreign
 
 
@@ -78,7 +89,7 @@ def _summary(
     }
     kinds = ", ".join(f"{planted[k]} {plural[k]}" for k in foreign.KINDS)
     dbs = " and ".join(f"database {db} ({n:,})" for db, n in sorted(by_db.items()))
-    libraries = len(server_wide[0].libraries)
+    libraries = len(server_wide[0].libraries) - len(acl.learner_libraries())  # less the suite's
     return (
         f"racelab: shared-server check passed: {total:,} foreign keys intact in {dbs}"
         f"{f' over {nodes} nodes' if nodes > 1 else ''}: {kinds}; "
@@ -129,6 +140,9 @@ def _run_on_shared_server(server: RedisServer | RedisClusterServer, command: lis
                 foreign.plant_server_wide(admin)
             else:
                 planted += foreign.plant_keys(admin, foreign.SECOND_DB_KEYS, label=f"db{db}")
+        # The instructor's step: the suite's libraries are loaded before the learners come, so a
+        # run's cleanup leaves them for the others (helpers.backend.scripts.delete_library).
+        acl.load([admins[(node.port, 0)] for node in nodes])
         before = {
             where: foreign.snapshot(admin, server_wide=where[1] == 0)
             for where, admin in admins.items()
@@ -162,12 +176,93 @@ def _run_on_shared_server(server: RedisServer | RedisClusterServer, command: lis
     return rc or (1 if problems else 0)
 
 
-def _print_acl(options: list[str]) -> int:
-    """python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]: print the workshop user."""
+def _primaries(url: str) -> list[redis.Redis]:
+    """Return a client of each primary the URL reaches (its one server, or every cluster primary)."""
+    url_options(url)  # MalformedURL before anything connects
+    first = redis.Redis.from_url(url)
+    if str(first.info("cluster").get("cluster_enabled", 0)) != "1":
+        return [first]
+    first.close()
+    with redis.RedisCluster.from_url(url) as cluster:
+        nodes = cluster.get_primaries()
+        options = url_options(url)
+        return [redis.Redis(**{**options, "host": n.host, "port": n.port, "db": 0}) for n in nodes]
+
+
+def _load(url: str) -> int:
+    """python -m helpers acl --load --url ADMIN_URL: load and check the learners' code on every primary."""
+    clients = _primaries(url)
+    try:
+        for i, client in enumerate(clients):
+            for line in acl.load([client]):
+                print(f"racelab: node {i + 1} of {len(clients)}: {line}")
+    except (acl.SuiteCodeMismatch, redis.RedisError) as exc:
+        print(f"racelab: cannot load the suite's code at {redacted(url)}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        for client in clients:
+            client.close()
+    return 0
+
+
+def _sweep(options: list[str]) -> int:
+    """python -m helpers sweep [--url URL]: remove the keys of runs whose heartbeat expired."""
     values = dict(zip(options[::2], options[1::2]))
-    if len(options) % 2 or set(values) - {"--user", "--password", "--url", "--db"}:
+    if len(options) % 2 or set(values) - {"--url"}:
         print(__doc__, file=sys.stderr)
         return 2
+    url = values.get("--url") or os.environ.get("REDIS_URL", "")
+    if not url:
+        print("racelab: sweep needs --url or REDIS_URL (a user that may SCAN)", file=sys.stderr)
+        return 2
+    try:
+        url_options(url)
+        client = (
+            redis.RedisCluster.from_url(url)
+            if str(redis.Redis.from_url(url).info("cluster").get("cluster_enabled", 0)) == "1"
+            else redis.Redis.from_url(url)
+        )
+        with client:
+            swept = sweep(client)
+    except (MalformedURL, redis.RedisError) as exc:
+        print(f"racelab: cannot sweep {redacted(url)}: {exc}", file=sys.stderr)
+        return 1
+    for prefix in swept:
+        print(f"racelab: swept {prefix}* (its heartbeat had expired)")
+    print(f"racelab: {len(swept)} abandoned runs swept")
+    return 0
+
+
+def _print_acl(options: list[str]) -> int:
+    """python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]: print the workshop user."""
+    if "--load" in options:
+        rest = [o for o in options if o != "--load"]
+        if len(rest) != 2 or rest[0] != "--url":
+            print(__doc__, file=sys.stderr)
+            return 2
+        return _load(rest[1])
+    values = dict(zip(options[::2], options[1::2]))
+    allowed = {"--user", "--password", "--url", "--db", "--learners"}
+    if len(options) % 2 or set(values) - allowed:
+        print(__doc__, file=sys.stderr)
+        return 2
+    if "--learners" in values:
+        if set(values) & {"--user", "--password"}:
+            print("racelab: --learners makes one user and password each", file=sys.stderr)
+            return 2
+        try:
+            learners = acl.learner_names(values["--learners"])
+            print(
+                acl.explain_learners(
+                    {name: acl.new_password() for name in learners},
+                    url=values.get("--url", "redis://HOST:6379/0"),
+                    db=int(values.get("--db", 0)),
+                )
+            )
+        except ValueError as exc:
+            print(f"racelab: {exc}", file=sys.stderr)
+            return 2
+        return 0
     password = values.get("--password") or acl.new_password()
     try:
         print(
@@ -196,6 +291,8 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[:1] == ["acl"]:
         return _print_acl(argv[1:])
+    if argv[:1] == ["sweep"]:
+        return _sweep(argv[1:])
     if argv == ["doctor"]:
         return doctor.main()
     if argv[:1] == ["run"] and "--" in argv:
