@@ -38,8 +38,6 @@ from helpers.tools import acl, foreign  # noqa: E402
 
 CORE = ["00_start_here", "01_get_then_incr", "02_blind_del", "03_hgetall_hsetnx"]
 ADMIN = "instructor"
-# The recommended server settings (docs/workshop.md, "Many learners on one server").
-SETTINGS = {"maxmemory": "512mb", "maxmemory-policy": "noeviction", "maxclients": "1000"}
 CELL_TIMEOUT_S = 900  # per cell: ten kernels share two cores
 
 
@@ -55,12 +53,13 @@ class Learner:
     log: Path | None = None
 
 
-def start_server() -> tuple[RedisServer, redis.Redis]:
-    """Start the throwaway server as an instructor would set it up; return it and an admin client."""
+def start_server(learners: int) -> tuple[RedisServer, redis.Redis, dict[str, str]]:
+    """Start the throwaway server as an instructor would set it up; return it, an admin, settings."""
     server = RedisServer().start()
     password = acl.new_password()
+    settings = {name: value for name, value, _why in acl.server_settings(learners)}
     with server.client() as default:
-        for name, value in SETTINGS.items():
+        for name, value in settings.items():
             default.config_set(name, value)
         default.execute_command(
             "ACL", "SETUSER", ADMIN, "reset", "on", f">{password}", "~*", "&*", "+@all"
@@ -68,18 +67,17 @@ def start_server() -> tuple[RedisServer, redis.Redis]:
         default.execute_command("ACL", "SETUSER", "default", "off")
     admin = redis.Redis(port=server.port, username=ADMIN, password=password)
     admin.ping()
-    return server, admin
+    return server, admin, settings
 
 
 def make_learners(admin: redis.Redis, server: RedisServer, count: int) -> list[Learner]:
-    """Create one ACL user per learner on the server; return them with their URLs."""
-    learners = []
-    for i in range(1, count + 1):
-        name = f"learner{i:02d}"
-        password = acl.new_password()
-        acl.apply([admin], password, user=name)
-        learners.append(Learner(name, acl.user_url(server.url, password, user=name)))
-    return learners
+    """Create one ACL user per learner (python -m helpers acl --learners); return them with URLs."""
+    passwords = {name: acl.new_password() for name in acl.learner_names(str(count))}
+    acl.apply_learners([admin], passwords)
+    return [
+        Learner(name, acl.user_url(server.url, password, user=name))
+        for name, password in passwords.items()
+    ]
 
 
 def nbval_command(notebooks: list[str]) -> list[str]:
@@ -171,17 +169,19 @@ def main() -> int:
     args = parser.parse_args()
     if args.learners < 1:
         parser.error("--learners must be at least 1")
-    server, admin = start_server()
+    server, admin, settings = start_server(args.learners + 1)
     try:
         planted = foreign.plant_keys(admin, field_ttls=foreign.has_field_ttls(admin))
         foreign.plant_server_wide(admin)
+        for line in acl.load([admin]):  # the instructor loads the suite's code, once
+            print(f"workshop-sim: {line}", flush=True)
         learners = make_learners(admin, server, args.learners + 1)
         solo, room = learners[:1], learners[1:]
         before = foreign.snapshot(admin)
         print(
             f"workshop-sim: redis-server on port {server.port}, {len(before.keys):,} foreign keys "
             f"({planted['binary name']} with binary names), {len(room)} learner users (+1 for the "
-            f"baseline); settings {SETTINGS}",
+            f"baseline); settings {settings}",
             flush=True,
         )
         with tempfile.TemporaryDirectory(prefix="racelab-sim-") as tmp:
