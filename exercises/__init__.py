@@ -41,7 +41,7 @@ from typing import Any
 import redis
 
 from exercises.predict import predict, reveal
-from helpers.backend.lab import Lab
+from helpers.backend.lab import Lab, connect
 from helpers.errors import RaceLabError
 from helpers.instruments.load import ConnectionLost
 
@@ -210,12 +210,30 @@ def _wrong_verdict(name: str, exc: Wrong) -> Verdict:
     return Verdict(name, WRONG, message, [str(exc)])
 
 
+_EMBEDDED: dict[str, Lab] = {}  # a learner's checking labs, one per notebook, kept per kernel
+
+
+def checking_lab(lab: Lab) -> Lab:
+    """Return the lab a check runs the answer on: lab itself, or an embedded one for a learner.
+
+    A learner's own ACL user on a shared server may call the suite's scripts but not EVAL text
+    of their own (``python -m helpers acl --learners``), and an answer is often exactly that: so
+    for a learner, every check runs on an embedded lab of the same notebook, in this kernel.
+    """
+    if lab is None or not lab.ns.learner:
+        return lab
+    if lab.ns.notebook not in _EMBEDDED:
+        _EMBEDDED[lab.ns.notebook] = connect(lab.ns.notebook, backend="embedded")
+    return _EMBEDDED[lab.ns.notebook]
+
+
 def check(lab: Lab, name: str, answer: Any) -> Verdict:
     """Return the verdict on answer for the exercise called name (printed as one line)."""
     load_all()
     if name not in EXERCISES:
         raise KeyError(f"no exercise called {name!r}: known are {sorted(EXERCISES)}")
     ex = EXERCISES[name]
+    lab = checking_lab(lab)
     try:
         if has_placeholder(answer):  # inside the try: an answer that contains itself is wrong
             return Verdict(name, UNANSWERED, ex.hint or f"replace the ... in `{ex.answer}`")

@@ -264,9 +264,15 @@ class Lab:
             if self.server.redis_version not in ("", self.version)
             else ""
         )
+        learner = (
+            f"learner: {self.ns.learner}, on a shared server: the instructor loaded the suite's "
+            "scripts; Lua you write yourself runs on the embedded backend (check() does that)\n"
+            if self.ns.learner
+            else ""
+        )
         return (
             f"backend: {self.kind} ({where}, {owner})\nserver: {self.server.label()}{reported}\n"
-            f"key prefix: {self.ns.prefix}\ncapabilities:\n{self.caps.table()}"
+            f"{learner}key prefix: {self.ns.prefix}\ncapabilities:\n{self.caps.table()}"
         )
 
     def cleanup(self) -> int:
