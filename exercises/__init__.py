@@ -285,6 +285,7 @@ __all__ = [
     "Verdict",
     "Wrong",
     "check",
+    "checking_lab",
     "exercise",
     "fault_in",
     "has_placeholder",

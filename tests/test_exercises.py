@@ -194,3 +194,24 @@ def test_a_hostile_answer_is_a_wrong_answer_not_an_exception() -> None:
 def test_check_names_an_unknown_exercise() -> None:
     with pytest.raises(KeyError, match="no exercise called"):
         check(None, "no.such.exercise", 1)  # type: ignore[arg-type]
+
+
+def test_a_learners_answer_is_checked_on_an_embedded_lab_of_the_same_notebook() -> None:
+    # A learner's ACL user on a shared server may not EVAL their own Lua, and answers often are
+    # exactly that: check() runs them on an embedded lab instead, one per notebook and kernel.
+    import dataclasses
+
+    from exercises import checking_lab
+    from helpers import connect
+    from helpers.backend.namespace import Namespace
+
+    lab = connect("02_blind_del", backend="embedded")
+    try:
+        learner = dataclasses.replace(lab, ns=Namespace("02_blind_del", "0123abcd", learner="ann"))
+        used = checking_lab(learner)
+        assert used is not learner and used.kind == "embedded" and not used.ns.learner
+        assert used.ns.notebook == "02_blind_del" and checking_lab(learner) is used
+        assert checking_lab(lab) is lab  # self-study: the lab itself
+        assert "learner: ann, on a shared server" in learner.describe()
+    finally:
+        lab.close()
