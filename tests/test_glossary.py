@@ -65,7 +65,9 @@ URL = re.compile(r"\]\([^)]*\)")
 LINK = re.compile(r"\]\((?:\.\./)?(?:docs/)?glossary\.md#([a-z0-9-]+)\)")
 # the form a first use takes in a notebook (notebooks/ is one level below docs/)
 TERM_LINK = re.compile(r"\[\*\*([^\]*]+)\*\*\]\(\.\./docs/glossary\.md#([a-z0-9-]+)\)")
-NOT_PROSE = re.compile(r"^```.*?^```|^#.*?$|``.+?``|`[^`\n]+`|\]\([^)]*\)", re.M | re.S)
+NOT_PROSE = re.compile(
+    r"^```.*?^```|^#.*?$|``.+?``|`[^`\n]+`|\]\([^)]*\)|https?://\S+", re.M | re.S
+)  # a bare URL is no prose either
 
 
 @dataclass(frozen=True)
