@@ -27,11 +27,14 @@ def test_the_notebook_table_lists_every_notebook_and_no_other():
     assert listed == [path.stem for path in NOTEBOOKS]
 
 
-def test_the_worker_count_is_notebook_03s():
+def test_the_worker_counts_are_notebook_03s():
     (nb03,) = [p for p in NOTEBOOKS if p.name.startswith("03_")]
-    (workers,) = set(re.findall(r"^(\d+) workers x \d+ = ", _outputs(nb03), flags=re.M))
+    source = nb03.read_text()
+    (workers,) = set(re.findall(r"for worker in range\((\d+)\)", source))
     (row,) = [line for line in README.splitlines() if line.startswith("| `03_")]
     assert re.findall(r"under (\d+) workers", row) == [workers]
+    broken = re.search(r"(\d+) of (\d+) orders", row)
+    assert broken and f"{broken.group(1)} of {broken.group(2)} schedules" in _outputs(nb03)
 
 
 def test_the_notebooks_with_throwaway_servers_are_named():
