@@ -299,7 +299,7 @@ def apply_learners(clients: Iterable[redis.Redis], passwords: dict[str, str], db
     return count
 
 
-CONNECTIONS_PER_LEARNER = 25  # a notebook's clients, its threaded runs (8) and a kernel restart
+CONNECTIONS_PER_LEARNER = 64  # 03's optional 50-worker load, a notebook's clients, a restart
 
 
 def server_settings(learners: int) -> list[tuple[str, str, str]]:
