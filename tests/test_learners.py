@@ -64,12 +64,17 @@ def _refused_by_acl(call: Any) -> str:
     return str(caught.value)
 
 
-@pytest.fixture(scope="module")
-def room() -> Iterator[Room]:
+def need_binary() -> None:
+    """Skip (or fail under RACELAB_REQUIRE_REAL=1) unless a redis-server >= 8.4 is found."""
     try:
         find_binary()
     except ServerNotFound as exc:
         _no_real(str(exc))
+
+
+@pytest.fixture(scope="module")
+def room() -> Iterator[Room]:
+    need_binary()
     admin_password = acl.new_password()
     passwords = {name: acl.new_password() for name in LEARNERS}
     with RedisServer() as server:
@@ -325,6 +330,7 @@ def test_acl_learners_prints_one_working_user_and_url_each(
 def test_acl_load_checks_the_code_byte_for_byte(capsys: pytest.CaptureFixture[str]) -> None:
     from helpers.tools.cli import main
 
+    need_binary()
     with RedisServer() as server:
         assert main(["acl", "--load", "--url", server.url]) == 0
         assert "libraries (racelab_demo, racelab_dict) byte for byte" in capsys.readouterr().out

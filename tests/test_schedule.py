@@ -309,7 +309,8 @@ def test_connections_and_threads_are_released_after_every_run(lab: Lab) -> None:
     run_schedule(lab, pair(naive_limiter, key=key), "ABAB", watch=[key])
     with pytest.raises(ScheduleError):
         run_schedule(lab, pair(naive_limiter, key=key), "AB", watch=[key])  # unfinished: aborted
-    assert len(lab._clients) == before and threading.active_count() == threads
+    # no thread left behind (one an earlier test started may end meanwhile: at most, not equal)
+    assert len(lab._clients) == before and threading.active_count() <= threads
 
 
 def test_an_actor_stopped_mid_transaction_leaves_no_watch_behind(lab: Lab) -> None:
