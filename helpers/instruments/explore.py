@@ -64,9 +64,7 @@ from helpers.instruments.schedule import (
 
 DEFAULT_MAX_SCHEDULES = 20_000
 DEFAULT_MAX_STEPS = 10_000  # per replay: an actor that never finishes must not hang the explorer
-RUNNER = (
-    "thread"  # how replays run their actors: "greenlet" measured no faster here (see benchmarks)
-)
+RUNNER = "greenlet"  # replays run actors as greenlets: a step is a switch (see ScheduleRun)
 MAX_RESTARTS = 10  # searches restarted because an actor loaded a new script (see _search)
 Invariant = Callable[[Any, dict[str, Any]], bool]
 
