@@ -39,7 +39,7 @@ import redis.client
 import redis.cluster
 
 from helpers.backend.modes import Wiring
-from helpers.backend.namespace import escape_glob
+from helpers.backend.namespace import Namespace, escape_glob
 from helpers.backend.redispy import cluster_pipeline
 from helpers.errors import RaceLabError
 
@@ -438,13 +438,18 @@ else:
 
 
 class _Guarded(_Client):
-    """Mixin: check every command before it is sent or queued."""
+    """Mixin: check every command before it is sent or queued, and record the run's keys it names."""
 
     racelab_owned: bool = False
+    # The run whose keys the client's commands name (Lab.client): each key it owns is recorded
+    # for cleanup, so a library's lock:<prefix>... is deleted where the user may not SCAN.
+    racelab_namespace: Namespace | None = None
 
     def execute_command(self, *args: Any, **options: Any) -> Any:
-        """Check the command, then send or queue it."""
+        """Check the command, record the run's keys it names, then send or queue it."""
         check_command(args, self.racelab_owned)
+        if self.racelab_namespace is not None:
+            self.racelab_namespace.record(args)
         return super().execute_command(*args, **options)
 
 
@@ -454,22 +459,32 @@ class GuardedPipeline(_Guarded, redis.client.Pipeline):
     def immediate_execute_command(self, *args: Any, **options: Any) -> Any:
         """Check commands the pipeline sends at once (SCRIPT LOAD of a Script, WATCH mode) too."""
         check_command(args, self.racelab_owned)
+        if self.racelab_namespace is not None:
+            self.racelab_namespace.record(args)
         return super().immediate_execute_command(*args, **options)
 
 
 class GuardedRedis(_Guarded, redis.Redis):
     """A redis-py client that refuses destructive commands on a server the suite does not own."""
 
-    def __init__(self, *args: Any, racelab_owned: bool = False, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        racelab_owned: bool = False,
+        racelab_namespace: Namespace | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.racelab_owned = racelab_owned
+        self.racelab_namespace = racelab_namespace
 
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> GuardedPipeline:
-        """Return a pipeline that carries the same guard."""
+        """Return a pipeline that carries the same guard (and records into the same run)."""
         pipe = GuardedPipeline(
             self.connection_pool, self.response_callbacks, transaction, shard_hint
         )
         pipe.racelab_owned = self.racelab_owned
+        pipe.racelab_namespace = self.racelab_namespace
         return pipe
 
 
@@ -485,16 +500,23 @@ class GuardedRedisCluster(_Guarded, redis.cluster.RedisCluster):
     """
 
     def __init__(
-        self, *args: Any, racelab_owned: bool = False, racelab_wiring: Wiring, **kwargs: Any
+        self,
+        *args: Any,
+        racelab_owned: bool = False,
+        racelab_wiring: Wiring,
+        racelab_namespace: Namespace | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
         self.racelab_owned = racelab_owned
         self.racelab_wiring = racelab_wiring
+        self.racelab_namespace = racelab_namespace
 
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> GuardedClusterPipeline:
-        """Return a cluster pipeline that carries the same guard."""
+        """Return a cluster pipeline that carries the same guard (and records into the same run)."""
         if shard_hint:
             raise redis.cluster.RedisClusterException("shard_hint is deprecated in cluster mode")
         pipe = cluster_pipeline(GuardedClusterPipeline, self, transaction)
         pipe.racelab_owned = self.racelab_owned
+        pipe.racelab_namespace = self.racelab_namespace
         return pipe

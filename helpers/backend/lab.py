@@ -207,6 +207,7 @@ class Lab:
                 decode_responses=decode_responses,
                 racelab_owned=self.owns_server,
                 racelab_wiring=wiring,
+                racelab_namespace=self.ns,  # its keys are recorded for cleanup
                 connection_pool_class=pool_factory(wiring),
                 **{**client_defaults(), **kwargs},
             )
@@ -218,6 +219,7 @@ class Lab:
                 connection_pool=pool,
                 single_connection_client=single,
                 racelab_owned=self.owns_server,
+                racelab_namespace=self.ns,  # its keys are recorded for cleanup
             )
             c.auto_close_connection_pool = True  # close() disconnects the pool made here
         self._clients.append(c)

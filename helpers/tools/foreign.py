@@ -10,8 +10,9 @@ What is planted (``plant_keys`` into one database, ``plant_server_wide`` once pe
 
 * at least ``FOREIGN_KEYS`` keys of every type: strings, hashes (some with hash-field TTLs),
   lists, sets, sorted sets and streams (some with a consumer group); one in five has a TTL;
-* binary key names (not UTF-8, NUL bytes, glob characters) and look-alike ``racelab:`` keys
-  that no run of the suite created;
+* binary key names (not UTF-8, NUL bytes, glob characters), look-alike ``racelab:`` keys that
+  no run of the suite created, and keys that nearly look like a library's key of a run
+  (``lock:something``, ``lock:racelab-other:...``: ``LIBRARY_LOOKALIKE_KEYS``);
 * a foreign function library, a foreign library named like the suite's (``racelab_*``), and a
   script in the script cache.
 
@@ -30,7 +31,7 @@ import redis
 from redis.client import Pipeline
 from redis.cluster import ClusterPipeline, RedisCluster
 
-from helpers.backend.namespace import SUITE_PREFIX, escape_glob
+from helpers.backend.namespace import SUITE_PREFIX, escape_glob, library_head
 
 Client = redis.Redis | RedisCluster  # a server's client, or a cluster's (keys go by slot)
 
@@ -62,6 +63,24 @@ LOOKALIKE_KEYS: tuple[bytes, ...] = (
     f"{SUITE_PREFIX}:*".encode(),
     f"{SUITE_PREFIX}:".encode() + b"\xff\xfe binary",
     f"{SUITE_PREFIX}:someone:deadbeef:lock".encode(),
+)
+# Foreign keys that nearly look like a library's key of a run (lock:<prefix>..., the keys
+# python-redis-lock, pottery or limits derive from a run's names): no run owns any of them, not even
+# racelab:someone:deadbeef: or racelab:@someone:nb:deadbeef:, whose prefixes they name.
+LIBRARY_LOOKALIKE_KEYS: tuple[bytes, ...] = (
+    b"lock:something",
+    b"lock-signal:something",
+    b"redlock:racelab",
+    b"rate_limit:racelab_api_client1",
+    b"LIMITS:LIMITER/racelab/10/1/minute",
+    b"lock:racelab-other:someone:deadbeef:job",
+    f"lock:{SUITE_PREFIX}:someone:deadbeefX:job".encode(),  # another run id
+    f"lock:{SUITE_PREFIX}:@someone:nb:deadbee:job".encode(),  # a learner's, another run id
+    f"my app:{SUITE_PREFIX}:someone:deadbeef:job".encode(),  # a space: no library's head
+    f"lock{SUITE_PREFIX}:someone:deadbeef:job".encode(),  # no separator before the prefix
+    f"{SUITE_PREFIX}:@other:lock:{SUITE_PREFIX}:someone:deadbeef:job".encode(),  # a learner's key
+    f"Racelab-app:{SUITE_PREFIX}:someone:deadbeef:job".encode(),  # 'racelab' in the head
+    b"\xff:" + f"{SUITE_PREFIX}:someone:deadbeef:job".encode(),  # a binary head
 )
 BINARY_KEYS: tuple[bytes, ...] = (
     b"\x00\x01\x02 nul and control bytes",
@@ -125,6 +144,7 @@ def plant_keys(
     special = [(k, "binary name") for k in BINARY_KEYS]
     if label == "app":
         special += [(k, "look-alike racelab: key") for k in LOOKALIKE_KEYS]
+        special += [(k, "look-alike library key") for k in LIBRARY_LOOKALIKE_KEYS]
     plain = max(count - len(special), 0)
     i = 0
     for kind in KINDS:
@@ -236,19 +256,26 @@ def snapshot(client: redis.Redis, server_wide: bool = True) -> Snapshot:
     )
 
 
+def _suite_shaped(name: bytes) -> bool:
+    """Return True if name is shaped like a suite key: under racelab:, or a library's head and
+    then racelab: (lock:racelab:..., helpers.backend.namespace)."""
+    return library_head(name, f"{SUITE_PREFIX}:") is not None
+
+
 def _is_suite_key(name: bytes) -> bool:
-    return name.startswith(f"{SUITE_PREFIX}:".encode()) and name not in LOOKALIKE_KEYS
+    return _suite_shaped(name) and name not in LOOKALIKE_KEYS + LIBRARY_LOOKALIKE_KEYS
 
 
 def suite_leftovers(
     client: Client, before: Snapshot | None = None, server_wide: bool = True
 ) -> list[str]:
-    """Return suite keys still present (under racelab:), then suite libraries (racelab*).
+    """Return suite keys still present (under racelab:, or a library's lock:racelab:...), then
+    suite libraries (racelab*).
 
     Keys and libraries planted as look-alikes, or present in ``before``, are somebody else's.
     server_wide=False leaves the libraries out (for a second database: they are the server's).
     """
-    found = client.scan_iter(match=escape_glob(f"{SUITE_PREFIX}:") + "*", count=1000)
+    found = client.scan_iter(match="*" + escape_glob(f"{SUITE_PREFIX}:") + "*", count=1000)
     names = sorted(k if isinstance(k, bytes) else k.encode() for k in found)
     theirs = {FOREIGN_LIBRARY, LOOKALIKE_LIBRARY} | set(before.libraries if before else ())
     suite_libraries = sorted(
@@ -275,7 +302,7 @@ def compare(before: Snapshot, after: Snapshot) -> list[str]:
                 f"foreign key {key!r} had its TTL changed (expiry {expiry} -> {now[2]} ms)"
             )
     for key in sorted(after.keys.keys() - before.keys.keys()):
-        if not key.startswith(f"{SUITE_PREFIX}:".encode()):
+        if not _suite_shaped(key):  # a suite key left behind is suite_leftovers' to report
             problems.append(f"a key outside the suite's prefix was created: {key!r}")
     for name, code in sorted(before.libraries.items()):
         if name not in after.libraries:
