@@ -272,8 +272,12 @@ class _Search:
         """Choose name at node: the child's sleep set keeps the tried steps name commutes with."""
         if self.reduce:
             asleep = node.sleep | frozenset(node.tried)
-            mine = node.nexts[name]
-            node.child_sleep = frozenset(r for r in asleep if not node.nexts[r].conflicts(mine))
+            mine, actor = node.nexts[name], fault_steps.actor_of(name)
+            node.child_sleep = frozenset(  # A's fault and A's step never commute: program order
+                r
+                for r in asleep
+                if fault_steps.actor_of(r) != actor and not node.nexts[r].conflicts(mine)
+            )
         node.chosen = name
         node.tried.append(name)
         node.backtrack.add(name)
@@ -320,12 +324,8 @@ class _Search:
         for depth in range(len(self.nodes) - 1, -1, -1):
             node = self.nodes[depth]
             wanted = node.backtrack if self.reduce else node.options
-            if self.reduce:  # its faults are the other ways an actor's next step can go
-                wanted = set(wanted) | {
-                    n
-                    for n in node.options
-                    if fault_steps.kind_of(n) and fault_steps.actor_of(n) in node.backtrack
-                }
+            if self.reduce:  # a fault may never happen, so every place it can is tried
+                wanted = set(wanted) | {n for n in node.options if fault_steps.kind_of(n)}
             for name in self.order:
                 if name in wanted and name not in node.tried and name not in node.sleep:
                     if self._allowed(depth, node.options, name):

@@ -282,8 +282,17 @@ class ServerFaults:
         return "the replica, which missed the schedule's writes, is the primary"
 
     def _reconnect(self, run: Any) -> None:
-        for client in [run.observer, *(s.client for s in run.actors.values() if s.gate)]:
-            _disconnect_idle(client)
+        """Close the run's connections: each client reconnects at its next round trip.
+
+        A parked actor holds the connection of the round trip it is about to send; it gets a
+        new one, as it would have had it asked the pool after the fault. An actor with a WATCH
+        or MULTI open keeps its broken connection: redis-py then raises WatchError (or
+        ConnectionError) at its next round trip, as it does in production.
+        """
+        _disconnect_idle(run.observer)
+        for state in run.actors.values():
+            if state.gate is not None and not state.done:
+                state.client.connection_pool.disconnect(inuse_connections=not state.gate.open_state)
         if self._admin is not None:
             _disconnect_idle(self._admin)
 
