@@ -212,7 +212,9 @@ class ServerFaults:
         self.replica = RedisServer().start()
         self._admin = self.primary.client(decode_responses=True)
         self._replica_admin = self.replica.client(decode_responses=True)
-        self._delay = self._admin.config_get("repl-diskless-sync-delay")["repl-diskless-sync-delay"]
+        self._delay = str(
+            self._admin.config_get("repl-diskless-sync-delay").get("repl-diskless-sync-delay", 5)
+        )
         self._admin.config_set("repl-diskless-sync-delay", 0)
         self._replica_admin.config_set("repl-diskless-sync-delay", 0)
         self._replica_admin.replicaof("127.0.0.1", self.primary.port)
