@@ -46,11 +46,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from helpers.errors import RaceLabError
+from helpers.instruments import faults as fault_steps
 from helpers.instruments.adopt import SPUN
-from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint
+from helpers.instruments.footprint import EVERYTHING, Footprint
 from helpers.instruments.progress import progress, tick
 from helpers.instruments.schedule import (
-    CRASH,
     CRASHED,
     Actor,
     Clock,
@@ -242,8 +242,8 @@ class _Search:
         if depth == 0:
             return 0
         previous = self.nodes[depth - 1]
-        if choice.endswith(CRASH):  # a fault, not the scheduler's choice
-            return previous.preemptions
+        if fault_steps.kind_of(choice) or fault_steps.kind_of(previous.chosen):
+            return previous.preemptions  # a fault, or the switch it forced: not a preemption
         switch = choice != previous.chosen and previous.chosen in options
         return previous.preemptions + int(switch)
 
@@ -270,8 +270,12 @@ class _Search:
         """Choose name at node: the child's sleep set keeps the tried steps name commutes with."""
         if self.reduce:
             asleep = node.sleep | frozenset(node.tried)
-            mine = node.nexts[name]
-            node.child_sleep = frozenset(r for r in asleep if not node.nexts[r].conflicts(mine))
+            mine, actor = node.nexts[name], fault_steps.actor_of(name)
+            node.child_sleep = frozenset(  # A's fault and A's step never commute: program order
+                r
+                for r in asleep
+                if fault_steps.actor_of(r) != actor and not node.nexts[r].conflicts(mine)
+            )
         node.chosen = name
         node.tried.append(name)
         node.backtrack.add(name)
@@ -282,27 +286,29 @@ class _Search:
         node = self.nodes[depth]
         node.footprint = footprint
         before = 1 << depth
+        actor = fault_steps.actor_of(node.chosen)  # a fault step is in its actor's program order
         for j in range(depth):
             other = self.nodes[j]
-            if other.chosen == node.chosen or other.footprint.conflicts(footprint):
+            if fault_steps.actor_of(other.chosen) == actor or other.footprint.conflicts(footprint):
                 before |= other.before
         node.before = before
 
     def _find_races(self, depth: int, node: _Node) -> None:
         """Flanagan-Godefroid: for each actor's next step, reverse its latest race in the prefix."""
         for name in node.options:
-            step = node.nexts[name]
+            step, actor = node.nexts[name], fault_steps.actor_of(name)
             mine = next(
                 (
                     self.nodes[k].before
                     for k in range(depth - 1, -1, -1)
-                    if self.nodes[k].chosen == name
+                    if fault_steps.actor_of(self.nodes[k].chosen) == actor
                 ),
                 0,
             )
             for j in range(depth - 1, -1, -1):
                 other = self.nodes[j]
-                if other.chosen != name and other.footprint.conflicts(step) and not mine >> j & 1:
+                theirs = fault_steps.actor_of(other.chosen)
+                if theirs != actor and other.footprint.conflicts(step) and not mine >> j & 1:
                     other.backtrack.add(name)
                     break
 
@@ -316,10 +322,8 @@ class _Search:
         for depth in range(len(self.nodes) - 1, -1, -1):
             node = self.nodes[depth]
             wanted = node.backtrack if self.reduce else node.options
-            if self.reduce:  # a crash is the other way an actor's next step can go
-                wanted = set(wanted) | {
-                    n + CRASH for n in node.backtrack if n + CRASH in node.options
-                }
+            if self.reduce:  # a fault may never happen, so every place it can is tried
+                wanted = set(wanted) | {n for n in node.options if fault_steps.kind_of(n)}
             for name in self.order:
                 if name in wanted and name not in node.tried and name not in node.sleep:
                     if self._allowed(depth, node.options, name):
@@ -344,6 +348,8 @@ def explore(
     preemptions: int | None = None,
     classes: bool = False,
     crashes: int = 0,
+    faults: Sequence[str] = (),
+    max_faults: int | None = None,
 ) -> Exploration:
     """Run every interleaving of the actors' round trips; return which schedules break invariant.
 
@@ -356,8 +362,11 @@ def explore(
     preemptions=N runs only the schedules with at most N preemptions (not complete).
     classes=True records what each step touches in an exhaustive search too, so that
     ``Exploration.classes`` and ``class_of`` work there (reduce=True always records it).
-    crashes=N also explores up to N client crashes per schedule: the step "A!" kills A's client
-    between two round trips (``ScheduleRun.crash``); A's result is then "(crashed)".
+    faults=("crash", "pause", "restart", "failover") also explores those fault steps, at most
+    max_faults (default 1) per schedule: "A!" kills A's client between two round trips (its
+    result is then "(crashed)"), "A~" pauses A until its leases run out, "restart" and
+    "failover" hit a throwaway server (see ``helpers.instruments.faults``, which also says
+    where each one can run). crashes=N is faults=("crash",), max_faults=N.
     """
     if len(actors) < 1:
         raise ValueError("explore needs at least one actor")
@@ -365,12 +374,20 @@ def explore(
         raise ValueError(f"preemptions must be a number >= 0 or None, got {preemptions!r}")
     if reduce and preemptions is not None:
         raise ValueError("reduce=True and preemptions=N do not combine soundly: use one of them")
+    if crashes:
+        if faults:
+            raise ValueError("crashes=N is faults=('crash',), max_faults=N: pass one of them")
+        faults, max_faults = ("crash",), crashes
+    kinds, bound = fault_steps.checked_kinds(faults, max_faults)
+    clients = [n for n, fn in actors.items() if not isinstance(fn, Clock)]
     with (
+        fault_steps.ServerFaults(lab, kinds if bound else ()) as server,
         Connections(lab, actors, [*(reset if reset is not None else ()), *watch]) as connections,
         progress("exploring schedules", unit="replays"),
     ):
         for _attempt in range(MAX_RESTARTS + 1):
-            search = _Search([*actors, *(n + CRASH for n in actors)], reduce, preemptions)
+            order = [*actors, *fault_steps.all_names(clients, kinds)]
+            search = _Search(order, reduce, preemptions)
             outcomes, pruned = _search(
                 lab,
                 actors,
@@ -382,8 +399,8 @@ def explore(
                 search,
                 max_schedules,
                 max_steps,
-                reduce or classes,
-                crashes,
+                reduce or classes or "pause" in kinds,
+                _Faults(kinds, bound, server),
             )
             if outcomes is not None:
                 break
@@ -409,17 +426,39 @@ def explore(
     )
 
 
-def _advance(run: ScheduleRun, name: str) -> None:
-    """Run one step of the search: actor name's next round trip, or its crash ("A!")."""
-    if name.endswith(CRASH):
-        run.crash(name[: -len(CRASH)])
+@dataclass
+class _Faults:
+    """The fault steps a search may take: their kinds, how many per schedule, the server's side."""
+
+    kinds: tuple[str, ...] = ()
+    bound: int = 0
+    server: fault_steps.ServerFaults | None = None
+
+    def options(self, run: ScheduleRun) -> list[str]:
+        """Return the fault steps the run may take next."""
+        return fault_steps.options(run, self.kinds, self.bound) if self.bound else []
+
+
+def _advance(run: ScheduleRun, name: str, faults: _Faults) -> None:
+    """Run one step of the search: actor name's next round trip, or a fault step ("A!", ...)."""
+    kind = fault_steps.kind_of(name) if name not in run.actors else None
+    if kind == "crash":
+        run.crash(fault_steps.actor_of(name))
+    elif kind == "pause":
+        run.pause(fault_steps.actor_of(name))
+    elif kind is not None:
+        run.server_fault(name, faults.server)
     else:
         run.advance(name)
 
 
-def _with_crashes(nexts: dict[str, Footprint], options: list[str]) -> dict[str, Footprint]:
-    """Return nexts with the crash options' footprint (closing a connection touches no key)."""
-    return nexts | {n: NOTHING for n in options if n.endswith(CRASH)}
+def _with_faults(
+    run: ScheduleRun, nexts: dict[str, Footprint], options: list[str]
+) -> dict[str, Footprint]:
+    """Return nexts with each fault option's footprint (``faults.footprint``)."""
+    return nexts | {
+        n: fault_steps.footprint(run, n) for n in options if n not in nexts and n not in run.actors
+    }
 
 
 def _search(
@@ -434,7 +473,7 @@ def _search(
     max_schedules: int,
     max_steps: int,
     footprints: bool,
-    crashes: int,
+    faults: _Faults,
 ) -> tuple[list[Outcome] | None, int]:
     """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
 
@@ -466,15 +505,13 @@ def _search(
             footprints=footprints,
             runner=RUNNER,
         ) as run:
+            if faults.server is not None:
+                faults.server.begin(run)
             complete = True
             while run.unfinished:
-                options = run.unfinished
+                options = run.unfinished + faults.options(run)
                 depth = len(run.names)
                 nexts = run.next_footprints if search.reduce else dict
-                if crashes and sum(n.endswith(CRASH) for n in run.names) < crashes:
-                    options = options + [
-                        n + CRASH for n in options if not isinstance(actors[n], Clock)
-                    ]
                 if depth >= max_steps:
                     raise TooManySchedules(
                         f"a schedule ran more than {max_steps} steps; does every "
@@ -489,21 +526,24 @@ def _search(
                             f"{schedule_text(run.names)!r}, runnable clients were "
                             f"{node.options} before and {options} now"
                         )
-                    _advance(run, node.chosen)
+                    _advance(run, node.chosen, faults)
                     if depth == len(search.nodes) - 1:  # the new choice: its step is new too
                         search.ran(depth, run.footprints[-1])
                     continue
-                chosen = search.choose(depth, options, _with_crashes(nexts(), options))
+                footprints_next = _with_faults(run, nexts(), options) if search.reduce else {}
+                chosen = search.choose(depth, options, footprints_next)
                 if chosen is None:  # every runnable actor is asleep: an equivalent one ran
-                    search.blocked(depth, options, _with_crashes(nexts(), options))
+                    search.blocked(depth, options, footprints_next)
                     complete = False
                     break
-                _advance(run, chosen)
+                _advance(run, chosen, faults)
                 search.ran(depth, run.footprints[-1])
             if run.new_global_state:
+                if faults.server is not None:
+                    faults.server.end()
                 return None, pruned
             if not outcomes and not pruned and not (search.reduce or search.bound is not None):
-                _refuse_if_too_many(run.names, crashes, max_schedules)
+                _refuse_if_too_many(run.names, faults.bound, max_schedules)
             if complete:
                 ok = invariant(run.observer, dict(run.results))
                 if not isinstance(ok, bool):
@@ -524,11 +564,13 @@ def _search(
                 )
             else:
                 pruned += 1
+            if faults.server is not None:
+                faults.server.end()
         if search.next_prefix() is None:
             return outcomes, pruned
 
 
-def _refuse_if_too_many(names: Sequence[str], crashes: int, max_schedules: int) -> None:
+def _refuse_if_too_many(names: Sequence[str], faults: int, max_schedules: int) -> None:
     """Raise TooManySchedules at once if the first replay's step counts give more than the limit.
 
     The first replay runs each actor in turn to its end, so its steps per actor are what a
@@ -536,8 +578,8 @@ def _refuse_if_too_many(names: Sequence[str], crashes: int, max_schedules: int) 
     search before it runs for minutes. Actors that branch can take fewer steps in other orders,
     so the refusal says "about".
     """
-    if crashes:
-        return  # a crash shortens its actor: the count says little
+    if faults:
+        return  # a fault shortens or reorders its actor's steps: the count says little
     counts: dict[str, int] = {}
     for name in names:
         counts[name] = counts.get(name, 0) + 1
@@ -554,7 +596,7 @@ def _refuse_if_too_many(names: Sequence[str], crashes: int, max_schedules: int) 
 def normal_form(names: Sequence[str], steps: Sequence[Footprint], order: Sequence[str]) -> str:
     """Return the first order, by actor order, of a schedule's steps that keeps every conflict."""
     rank = {n: i for i, n in enumerate(order)}
-    actor = [n[: -len(CRASH)] if n.endswith(CRASH) else n for n in names]
+    actor = [fault_steps.actor_of(n) for n in names]
     left = list(range(len(names)))
     picked: list[str] = []
     while left:  # take the first actor (in order) whose next step waits for no remaining one
@@ -565,7 +607,7 @@ def normal_form(names: Sequence[str], steps: Sequence[Footprint], order: Sequenc
                 actor[j] == actor[i] or steps[j].conflicts(steps[i]) for j in left[:position]
             )
         ]
-        first = min(candidates, key=lambda i: (rank[actor[i]], names[i]))
+        first = min(candidates, key=lambda i: (rank.get(actor[i], len(rank)), names[i]))
         picked.append(names[first])
         left.remove(first)
     return schedule_text(picked)

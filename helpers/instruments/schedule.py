@@ -275,16 +275,24 @@ class Trace:
 
 
 def parse_schedule(schedule: str | Sequence[str]) -> list[str]:
-    """Return a schedule as a list of client names ('ABAB' or 'A B A B' or ['A', 'B', ...])."""
+    """Return a schedule as a list of client names ('ABAB' or 'A B A B' or ['A', 'B', ...]).
+
+    Faults (``helpers.instruments.faults``): "A!" (A crashes), "A~" (A pauses until its leases
+    run out), and the words "restart" and "failover" between spaces.
+    """
+    from helpers.instruments.faults import PAUSE, SERVER_KINDS
+
     if isinstance(schedule, str):
         names: list[str] = []
-        for c in schedule:
-            if c.isspace():
+        for word in schedule.split():
+            if word in SERVER_KINDS:
+                names.append(word)
                 continue
-            if c == CRASH and names:
-                names[-1] += CRASH  # "AB!A": B crashes after A's first step
-            else:
-                names.append(c)
+            for c in word:
+                if c in (CRASH, PAUSE) and names:
+                    names[-1] += c  # "AB!A": B crashes after A's first step
+                else:
+                    names.append(c)
         return names
     return [str(c) for c in schedule]
 
@@ -822,6 +830,43 @@ class ScheduleRun:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    # --- faults ---
+
+    def pause(self, name: str) -> TraceRow:
+        """Stop actor name between two round trips until its leases run out ("A~"); return the row.
+
+        Its leases are the watched or reset keys it wrote last that have a TTL
+        (``helpers.instruments.faults.leases``): each expires now. Then A goes on.
+        """
+        from helpers.instruments import faults
+
+        state = self._runnable(name)
+        if state.gate is None:
+            raise ScheduleError(f"{name!r} is a clock, not a client: it cannot pause")
+        keys = faults.leases(self, name)
+        self.names.append(name + faults.PAUSE)
+        self.footprints.append(touching(keys))
+        faults.expire(self.observer, keys)
+        shown = ", ".join(self.short(k) for k in keys)
+        reply = f"lease of {shown} ran out" if keys else "no lease of its own: nothing expires"
+        return self._fault_row(name, f"(pause) {name} stalls past its lease", reply)
+
+    def server_fault(self, word: str, server: Any) -> TraceRow:
+        """Restart the server or fail it over ("restart", "failover"); return the trace row."""
+        from helpers.instruments.faults import RESTART, FaultUnavailable
+
+        if server is None:
+            raise FaultUnavailable(f"{word} needs a ServerFaults of the run's throwaway server")
+        self.names.append(word)
+        self.footprints.append(EVERYTHING)  # every key, every connection
+        reply = server.restart(self) if word == RESTART else server.failover(self)
+        return self._fault_row("(server)", word, reply)
+
+    def _fault_row(self, client: str, command: str, reply: str) -> TraceRow:
+        row = TraceRow(len(self.rows) + 1, client, command, reply, self._state())
+        self.rows.append(row)
+        return row
+
 
 def run_schedule(
     lab: Any,
@@ -835,21 +880,42 @@ def run_schedule(
     """Run the actors' round trips in the exact order schedule gives; return the Trace.
 
     With finish=True, actors still unfinished when the schedule ends run on, in order, to their
-    end; otherwise that is a ScheduleError.
+    end; otherwise that is a ScheduleError. Fault steps ("A!", "A~", "restart", "failover") run
+    as ``helpers.instruments.faults`` describes; restart and failover need a throwaway server.
     """
+    from contextlib import nullcontext
+
+    from helpers.instruments import faults
+
     order = parse_schedule(schedule)
-    with ScheduleRun(lab, actors, setup, watch, reset) as run:
-        for name in order:
-            if name.endswith(CRASH) and name[: -len(CRASH)] in actors:
-                run.crash(name[: -len(CRASH)])
-            else:
-                run.step(name)
-        if finish:
-            while run.unfinished:
-                run.step(run.unfinished[0])
-        elif run.unfinished:
-            raise ScheduleError(
-                f"schedule {schedule_text(order)!r} ends with unfinished clients: "
-                f"{', '.join(run.unfinished)} (add their steps, or pass finish=True)"
-            )
-        return run.trace()
+    kinds = {faults.kind_of(n) for n in order if n not in actors}
+    server_kinds = [k for k in faults.SERVER_KINDS.values() if k in kinds]
+    with (
+        faults.ServerFaults(lab, server_kinds) if server_kinds else nullcontext() as server,
+        ScheduleRun(lab, actors, setup, watch, reset, footprints="pause" in kinds) as run,
+    ):
+        if server is not None:
+            server.begin(run)
+        try:
+            for name in order:
+                kind = faults.kind_of(name) if name not in actors else None
+                if kind == "crash" and faults.actor_of(name) in actors:
+                    run.crash(faults.actor_of(name))
+                elif kind == "pause" and faults.actor_of(name) in actors:
+                    run.pause(faults.actor_of(name))
+                elif kind in ("restart", "failover"):
+                    run.server_fault(name, server)
+                else:
+                    run.step(name)
+            if finish:
+                while run.unfinished:
+                    run.step(run.unfinished[0])
+            elif run.unfinished:
+                raise ScheduleError(
+                    f"schedule {schedule_text(order)!r} ends with unfinished clients: "
+                    f"{', '.join(run.unfinished)} (add their steps, or pass finish=True)"
+                )
+            return run.trace()
+        finally:
+            if server is not None:
+                server.end()

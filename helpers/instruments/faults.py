@@ -1,0 +1,317 @@
+"""Faults as schedule steps: a client crashes or pauses, the server restarts or fails over.
+
+``explore(..., faults=("crash", "pause"), max_faults=1)`` enumerates these steps like any other
+round trip, at most ``max_faults`` of them per schedule. In a schedule they are written:
+
+* ``A!`` crash: A's client dies between two round trips; its connections close, it never runs
+  again (``ScheduleRun.crash``). It touches no key: a lock it took stays until its lease ends.
+* ``A~`` pause: A stops between two round trips long enough that its leases run out, then goes
+  on as if nothing happened (a GC pause, a stopped VM). A's *leases* are the watched (and reset)
+  keys whose last write in the schedule was A's and that have a TTL now: each is expired at once
+  (``PEXPIREAT key 1``, as ``lease_expires`` does). The step writes those keys. A pause is offered
+  only while A holds such a lease (otherwise it would change nothing). Other actors' leases do
+  not run out: their holders are not paused.
+* ``restart``: the server restarts without persistence: every key (setup's too) and the script
+  cache are lost, connections close and clients reconnect on their next round trip.
+* ``failover``: the replica is promoted. The replica applied everything up to the start of the
+  schedule (setup's writes, confirmed with ``WAIT``) and nothing after it (``CLIENT PAUSE WRITE``
+  holds back its replication stream, see ``helpers.instruments.failover``), so every write the
+  schedule made before the failover is lost: the worst case of asynchronous replication, certain
+  by construction. The clients keep their address (as behind Sentinel or a virtual IP): the
+  promoted replica's data is copied back to the server they use by a full resynchronisation,
+  after which that server is the primary again and the replica follows it.
+
+Restart and failover need a real, single, throwaway server that this suite started (a lab from
+``connect(backend="real")``): they stop a process or replace its data. Anywhere else they are
+refused with ``FaultUnavailable``, which says why. Crash and pause run on every backend.
+
+Footprints, for ``reduce=True``: a crash touches nothing, a pause writes the keys it expires, a
+restart or failover touches everything.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import redis
+
+from helpers.backend.server import RedisServer
+from helpers.errors import RaceLabError
+from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, touching
+
+CRASH = "!"  # "A!": A's client dies there (the same letter as helpers.instruments.schedule.CRASH)
+PAUSE = "~"  # "A~": A stalls there until its leases run out
+RESTART = "restart"
+FAILOVER = "failover"
+KINDS = ("crash", "pause", "restart", "failover")
+SERVER_KINDS = {RESTART: "restart", FAILOVER: "failover"}  # schedule word: fault kind
+SYNC_TIMEOUT_S = 20.0
+
+
+class FaultUnavailable(RaceLabError, ValueError):
+    """A fault was asked for where it cannot happen (restart or failover off a throwaway server)."""
+
+
+def kind_of(name: str) -> str | None:
+    """Return the fault kind of a schedule step ("crash", "pause", ...), None for a round trip."""
+    if name in SERVER_KINDS:
+        return SERVER_KINDS[name]
+    if len(name) > 1 and name.endswith(CRASH):
+        return "crash"
+    if len(name) > 1 and name.endswith(PAUSE):
+        return "pause"
+    return None
+
+
+def actor_of(name: str) -> str:
+    """Return the actor a step belongs to: "A" for "A", "A!" and "A~"; the word for a server fault."""
+    kind = kind_of(name)
+    return name[:-1] if kind in ("crash", "pause") else name
+
+
+def checked_kinds(faults: Iterable[str], max_faults: int | None) -> tuple[tuple[str, ...], int]:
+    """Return (fault kinds, bound) after checking them; the bound defaults to 1 with faults."""
+    if isinstance(faults, str):
+        faults = (faults,)
+    kinds = tuple(faults)
+    unknown = [k for k in kinds if k not in KINDS]
+    if unknown:
+        raise ValueError(f"unknown fault {unknown[0]!r}: choose from {', '.join(KINDS)}")
+    bound = (1 if kinds else 0) if max_faults is None else max_faults
+    if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
+        raise ValueError(f"max_faults must be a number >= 0, got {max_faults!r}")
+    if bound and not kinds:
+        raise ValueError("max_faults=N needs faults=(...) to say which faults")
+    return kinds, bound
+
+
+def leases(run: Any, actor: str) -> list[str]:
+    """Return actor's leases in a run: keys it wrote last (watched or reset) that have a TTL now."""
+    keys = list(dict.fromkeys(run._connections.keys))
+    last: dict[str, str | None] = {}
+    for name, step in zip(run.names, run.footprints):
+        kind = kind_of(name)
+        if kind == "crash":
+            continue
+        if kind in ("restart", "failover"):
+            last = {}  # the data written before is gone
+            continue
+        writer = None if kind == "pause" else actor_of(name)  # an expired lease is nobody's
+        for key in keys:
+            if step.everything or key.encode() in step.writes:
+                last[key] = writer
+    mine = [k for k in keys if last.get(k) == actor]
+    return [k for k in mine if run.observer.pttl(k) >= 0]
+
+
+def expire(client: Any, keys: Sequence[str]) -> list[str]:
+    """End the TTL of each key now (PEXPIREAT key 1: Redis removes it at once); return the keys."""
+    for key in keys:
+        client.execute_command("PEXPIREAT", key, 1)
+    return list(keys)
+
+
+def options(run: Any, kinds: Sequence[str], bound: int, server: bool = True) -> list[str]:
+    """Return the fault steps a schedule may take next (none once it holds bound faults)."""
+    if sum(kind_of(n) is not None for n in run.names) >= bound:
+        return []
+    clients = [n for n in run.unfinished if run.actors[n].gate is not None]
+    found: list[str] = []
+    if "crash" in kinds:
+        found += [n + CRASH for n in clients]
+    if "pause" in kinds:
+        found += [n + PAUSE for n in clients if leases(run, n)]
+    if server:
+        found += [word for word, kind in SERVER_KINDS.items() if kind in kinds]
+    return found
+
+
+def footprint(run: Any, name: str) -> Footprint:
+    """Return what a fault step touches: nothing (crash), its leases (pause), everything (server)."""
+    kind = kind_of(name)
+    if kind == "crash":
+        return NOTHING
+    if kind == "pause":
+        return touching(leases(run, actor_of(name)))
+    return EVERYTHING
+
+
+def all_names(actors: Iterable[str], kinds: Sequence[str]) -> list[str]:
+    """Return every fault step the actors can take, in the order the search tries them."""
+    names = list(actors)
+    found = [n + CRASH for n in names] if "crash" in kinds else []
+    found += [n + PAUSE for n in names] if "pause" in kinds else []
+    return found + [word for word, kind in SERVER_KINDS.items() if kind in kinds]
+
+
+def refuse_unless_throwaway(lab: Any, kind: str) -> RedisServer:
+    """Return the lab's throwaway server; FaultUnavailable (saying why and what to use) if none."""
+    use = (
+        f"{kind} needs a real throwaway server that this suite started: connect(backend='real') "
+        "or RACELAB_BACKEND=real (with a redis-server from `make redis`)"
+    )
+    if lab.kind == "embedded":
+        why = "the embedded backend (fakeredis) has no server process to restart or replicate"
+    elif lab.kind == "cluster" or lab.caps.cluster:
+        why = "a cluster restarts and fails over node by node, which this model does not cover"
+    elif not lab.owns_server or not isinstance(lab._server, RedisServer):
+        why = "this lab's server was not started by the suite: it may hold somebody else's data"
+    else:
+        return lab._server
+    raise FaultUnavailable(f"{use}; {why}")
+
+
+def available(lab: Any, kind: str) -> str:
+    """Return '' if the fault kind can run on lab, else the reason it cannot (for a skip line)."""
+    if kind not in SERVER_KINDS.values():
+        return ""
+    try:
+        refuse_unless_throwaway(lab, kind)
+    except FaultUnavailable as exc:
+        return str(exc)
+    return ""
+
+
+def _disconnect_idle(client: Any) -> None:
+    """Close a client's idle pooled connections, so its next round trip opens a new one."""
+    client.connection_pool.disconnect(inuse_connections=False)
+
+
+def _wait_synced(replica: redis.Redis) -> None:
+    """Wait until replica's link to its primary is up and its first sync is done."""
+    deadline = time.monotonic() + SYNC_TIMEOUT_S
+    while True:
+        info = replica.info("replication")
+        if info.get("master_link_status") == "up" and not info.get("master_sync_in_progress"):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the replica did not sync within {SYNC_TIMEOUT_S:g} s: {info}")
+        time.sleep(0.005)
+
+
+class ServerFaults:
+    """The server side of restart and failover for one exploration (or one replayed schedule)."""
+
+    def __init__(self, lab: Any, kinds: Sequence[str]) -> None:
+        self.lab, self.kinds = lab, [k for k in kinds if k in SERVER_KINDS.values()]
+        self.primary: RedisServer | None = None
+        self.replica: RedisServer | None = None
+        self._admin: redis.Redis | None = None
+        self._replica_admin: redis.Redis | None = None
+        self.stalled = False
+        self.dirty = False  # the server lost its script cache: restore it before the next run
+        for kind in self.kinds:
+            self.primary = refuse_unless_throwaway(lab, kind)
+        if "failover" in self.kinds:
+            self._start_replica()
+
+    def _start_replica(self) -> None:
+        assert self.primary is not None
+        self.replica = RedisServer().start()
+        self._admin = self.primary.client(decode_responses=True)
+        self._replica_admin = self.replica.client(decode_responses=True)
+        self._delay = str(
+            self._admin.config_get("repl-diskless-sync-delay").get("repl-diskless-sync-delay", 5)
+        )
+        self._admin.config_set("repl-diskless-sync-delay", 0)
+        self._replica_admin.config_set("repl-diskless-sync-delay", 0)
+        self._replica_admin.replicaof("127.0.0.1", self.primary.port)
+        _wait_synced(self._replica_admin)
+
+    def begin(self, run: Any) -> None:
+        """Before a run's first step: restore what a fault lost; stall the replica (failover)."""
+        if self.dirty:
+            self._restore_scripts(run)
+        if self._admin is None or self._replica_admin is None:
+            return
+        acked = self._admin.wait(1, int(SYNC_TIMEOUT_S * 1000))
+        if acked != 1:
+            raise TimeoutError("the replica did not confirm the schedule's setup (WAIT 1 -> 0)")
+        self._replica_admin.execute_command("CLIENT", "PAUSE", 600_000, "WRITE")
+        self.stalled = True
+
+    def end(self) -> None:
+        """After a run: let a stalled replica catch up (a failover already resynced it)."""
+        if self.stalled and self._replica_admin is not None:
+            self._replica_admin.execute_command("CLIENT", "UNPAUSE")
+        self.stalled = False
+
+    def _restore_scripts(self, run: Any) -> None:
+        """Load the suite's scripts and the ones the actors loaded, as before the fault."""
+        from helpers.backend.scripts import preload  # the suite's scripts, as Connections does
+
+        preload(run.observer)
+        for kind, source in sorted(run._connections.loaded):
+            if kind == "script":
+                run.observer.script_load(source)
+            elif kind == "function":
+                run.observer.function_load(source, replace=True)
+        self.dirty = False
+
+    def restart(self, run: Any) -> str:
+        """Restart the server without persistence; return what the trace row says happened."""
+        assert self.primary is not None
+        self.end()  # a stalled replica must not hold back the restarted primary's stream
+        self.primary.stop()
+        self.primary.start()
+        self._reconnect(run)
+        if self._admin is not None and self._replica_admin is not None:
+            self._admin.config_set("repl-diskless-sync-delay", 0)
+            self._replica_admin.execute_command("CLIENT", "PAUSE", 600_000, "WRITE")
+            self.stalled = True  # it resyncs the empty dataset, then applies nothing more
+        self.dirty = True
+        return "data and script cache lost"
+
+    def failover(self, run: Any) -> str:
+        """Promote the replica (it missed the schedule's writes); return the trace row's reply."""
+        if "failover" not in self.kinds or self._admin is None or self._replica_admin is None:
+            raise FaultUnavailable(
+                "failover: explore(..., faults=('failover',)) starts the replica"
+            )
+        assert self.primary is not None and self.replica is not None
+        replica, primary = self._replica_admin, self._admin
+        replica.replicaof("NO", "ONE")  # promoted, with what it had applied
+        replica.execute_command("CLIENT", "UNPAUSE")
+        self.stalled = False
+        primary.replicaof("127.0.0.1", self.replica.port)  # the clients' address takes its data
+        _wait_synced(primary)
+        primary.replicaof("NO", "ONE")
+        replica.replicaof("127.0.0.1", self.primary.port)  # and follows it again
+        self._reconnect(run)
+        self.dirty = True
+        return "the replica, which missed the schedule's writes, is the primary"
+
+    def _reconnect(self, run: Any) -> None:
+        """Close the run's connections: each client reconnects at its next round trip.
+
+        A parked actor holds the connection of the round trip it is about to send; it gets a
+        new one, as it would have had it asked the pool after the fault. An actor with a WATCH
+        or MULTI open keeps its broken connection: redis-py then raises WatchError (or
+        ConnectionError) at its next round trip, as it does in production.
+        """
+        _disconnect_idle(run.observer)
+        for state in run.actors.values():
+            if state.gate is not None and not state.done:
+                state.client.connection_pool.disconnect(inuse_connections=not state.gate.open_state)
+        if self._admin is not None:
+            _disconnect_idle(self._admin)
+
+    def close(self) -> None:
+        """Stop the replica and put the primary's settings back."""
+        if self._admin is not None:
+            try:
+                self._admin.config_set("repl-diskless-sync-delay", self._delay)
+            finally:
+                self._admin.close()
+        if self._replica_admin is not None:
+            self._replica_admin.close()
+        if self.replica is not None:
+            self.replica.stop()
+
+    def __enter__(self) -> ServerFaults:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
