@@ -385,9 +385,7 @@ class Connections:
                     self.clients[name] = (self.observer, None)
                     continue
                 gate = Gate(name)
-                # one connection held for good: no pool checkout per command (a third of a
-                # command's cost on embedded); an actor's client is only ever used by that actor
-                client = lab.client(mode=gate, node=node, single_connection_client=True)
+                client = lab.client(mode=gate, node=node)
                 client.ping()  # connect now, ungated: the handshake is not the actor's round trip
                 self.clients[name] = (client, gate)
         except BaseException:
@@ -558,9 +556,7 @@ class ScheduleRun:
         gate, node = state.gate, self._connections.node
         context = ActorContext(
             state.name,
-            lambda decode: self.lab.client(
-                mode=gate, decode_responses=decode, node=node, single_connection_client=True
-            ),
+            lambda decode: self.lab.client(mode=gate, decode_responses=decode, node=node),
             self.lab.release,
         )
         try:
