@@ -28,6 +28,14 @@ def _no_real(reason: str) -> None:
     pytest.skip(f"no real Redis: {reason}")
 
 
+def need_server_binary() -> None:
+    """Skip (or fail under RACELAB_REQUIRE_REAL=1) unless a redis-server binary is found."""
+    try:
+        find_binary()  # RACELAB_REDIS_SERVER may name a missing one
+    except ServerNotFound as exc:
+        _no_real(str(exc))
+
+
 def need_cluster_binaries() -> None:
     """Skip (or fail under RACELAB_REQUIRE_REAL=1) unless redis-server and redis-cli are found."""
     try:
@@ -43,10 +51,7 @@ def real_url() -> Iterator[str]:
     if os.environ.get("REDIS_URL"):
         yield os.environ["REDIS_URL"]
         return
-    try:
-        find_binary()
-    except ServerNotFound as exc:
-        _no_real(str(exc))
+    need_server_binary()
     with RedisServer() as server:
         # The session server plays a shared server: it holds somebody else's data, and at the
         # end of the session all of it must be intact and no suite key may remain.
@@ -104,10 +109,7 @@ def cluster_lab(request: pytest.FixtureRequest) -> Iterator[Lab]:
 @pytest.fixture
 def owned_server() -> Iterator[RedisServer]:
     """A throwaway redis-server of this test alone (destructive commands allowed)."""
-    try:
-        find_binary()
-    except ServerNotFound as exc:
-        _no_real(str(exc))
+    need_server_binary()
     with RedisServer() as server:
         yield server
 

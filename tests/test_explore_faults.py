@@ -12,10 +12,10 @@ from functools import partial
 from typing import Any
 
 import pytest
-from conftest import _no_real
+from conftest import need_server_binary
+from programs import take_forever
 
 from helpers import Lab, connect, explore
-from helpers.backend.server import ServerNotFound, find_binary
 from helpers.instruments.faults import FaultUnavailable, available
 from helpers.instruments.schedule import parse_schedule, run_schedule
 from races import locks
@@ -79,17 +79,9 @@ def test_reduction_keeps_every_broken_class_under_pauses(lab: Lab) -> None:
     assert fewer.total == fewer.classes == every.classes < every.total
 
 
-def _take_forever(client: Any, key: str, token: str) -> bool:
-    """Take the lock with no TTL, then release it: a crash in between leaves it taken for good."""
-    if not client.set(key, token, nx=True):
-        return False
-    client.delete(key)
-    return True
-
-
 def test_a_crash_between_round_trips_leaves_a_lock_nobody_frees(lab: Lab) -> None:
     key = lab.key("lock")
-    actors = {"A": partial(_take_forever, key=key, token="a")}
+    actors = {"A": partial(take_forever, key=key, token="a")}
 
     def freed(client: Any, results: dict[str, Any]) -> bool:
         return client.exists(key) == 0
@@ -103,7 +95,7 @@ def test_a_crash_between_round_trips_leaves_a_lock_nobody_frees(lab: Lab) -> Non
 
 def test_fault_options_are_checked(lab: Lab) -> None:
     key = lab.key("lock")
-    actors = {"A": partial(_take_forever, key=key, token="a")}
+    actors = {"A": partial(take_forever, key=key, token="a")}
     with pytest.raises(ValueError, match="unknown fault 'reboot'"):
         explore(lab, actors, lambda c, r: True, watch=[key], faults=("reboot",))
     with pytest.raises(ValueError, match="pass one of them"):
@@ -118,7 +110,7 @@ def test_fault_options_are_checked(lab: Lab) -> None:
 
 def test_two_faults_per_schedule_when_max_faults_allows(lab: Lab) -> None:
     key = lab.key("lock")
-    actors = {"A": partial(_take_forever, key=key, token="a")}
+    actors = {"A": partial(take_forever, key=key, token="a")}
     found = explore(lab, actors, lambda c, r: True, watch=[key], faults=("crash",), max_faults=2)
     assert sorted(o.schedule for o in found.outcomes) == ["A A!", "A!", "AA"]  # a dead A is done
 
@@ -142,10 +134,7 @@ def test_server_faults_are_refused_off_a_throwaway_server(lab: Lab, fault: str) 
 @pytest.fixture
 def own_lab(request: pytest.FixtureRequest) -> Any:
     """A lab on a throwaway redis-server this test starts (restart and failover may hit it)."""
-    try:
-        find_binary()
-    except ServerNotFound as exc:
-        _no_real(str(exc))
+    need_server_binary()
     lab = connect(request.node.originalname[:40], backend="real")
     try:
         yield lab

@@ -11,7 +11,7 @@ from functools import partial
 from typing import Any
 
 import pytest
-from programs import naive_limiter
+from programs import naive_limiter, take_forever
 
 from benchmarks.explorer import read_modify_write  # the actor the benchmark times
 from helpers import Lab
@@ -288,14 +288,6 @@ def test_an_actor_that_loads_its_script_lazily_explores_deterministically(lab: L
 # ------------------------------------------------------------------ faults: a client crashes
 
 
-def _take_forever(client: Any, key: str, token: str) -> bool:
-    """Take the lock with no TTL, then release it: a crash in between leaves it taken for good."""
-    if not client.set(key, token, nx=True):
-        return False
-    client.delete(key)
-    return True
-
-
 def _take_with_lease(client: Any, key: str, token: str) -> bool:
     """Take the lock with a lease, then release it."""
     if not locks.acquire(client, key, token, LEASE_MS):
@@ -305,7 +297,7 @@ def _take_with_lease(client: Any, key: str, token: str) -> bool:
 
 def test_a_crash_between_round_trips_changes_the_verdict(lab: Lab) -> None:
     key = lab.key("lock")
-    actors = {"A": partial(_take_forever, key=key, token="a")}
+    actors = {"A": partial(take_forever, key=key, token="a")}
 
     def freed(client: Any, results: dict[str, Any]) -> bool:
         return client.exists(key) == 0

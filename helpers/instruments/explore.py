@@ -441,14 +441,7 @@ class _Faults:
 
 def _advance(run: ScheduleRun, name: str, faults: _Faults) -> None:
     """Run one step of the search: actor name's next round trip, or a fault step ("A!", ...)."""
-    kind = fault_steps.kind_of(name) if name not in run.actors else None
-    if kind == "crash":
-        run.crash(fault_steps.actor_of(name))
-    elif kind == "pause":
-        run.pause(fault_steps.actor_of(name))
-    elif kind is not None:
-        run.server_fault(name, faults.server)
-    else:
+    if not run.fault(name, faults.server):
         run.advance(name)
 
 

@@ -828,6 +828,25 @@ class ScheduleRun:
 
     # --- faults ---
 
+    def fault(self, name: str, server: Any = None) -> bool:
+        """Run name if it is a fault step ("A!", "A~", "restart", "failover"); False if it is not.
+
+        A crash or pause of a name that is no actor here is not a fault step either, so that
+        ``step`` reports it as the unknown client it is.
+        """
+        from helpers.instruments import faults
+
+        kind = faults.kind_of(name) if name not in self.actors else None
+        if kind in ("crash", "pause") and faults.actor_of(name) not in self.actors:
+            return False
+        if kind == "crash":
+            self.crash(faults.actor_of(name))
+        elif kind == "pause":
+            self.pause(faults.actor_of(name))
+        elif kind is not None:
+            self.server_fault(name, server)
+        return kind is not None
+
     def pause(self, name: str) -> TraceRow:
         """Stop actor name between two round trips until its leases run out ("A~"); return the row.
 
@@ -894,14 +913,7 @@ def run_schedule(
             server.begin(run)
         try:
             for name in order:
-                kind = faults.kind_of(name) if name not in actors else None
-                if kind == "crash" and faults.actor_of(name) in actors:
-                    run.crash(faults.actor_of(name))
-                elif kind == "pause" and faults.actor_of(name) in actors:
-                    run.pause(faults.actor_of(name))
-                elif kind in ("restart", "failover"):
-                    run.server_fault(name, server)
-                else:
+                if not run.fault(name, server):
                     run.step(name)
             if finish:
                 while run.unfinished:
