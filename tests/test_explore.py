@@ -81,7 +81,7 @@ def test_naive_limiter_picture_is_stable_text(lab: Lab) -> None:
     )
     assert found.picture() == (
         " AAB  [ABAB] [ABBA] [BAAB] [BABA]  BBA\n"
-        "[...] = invariant broken; 4 of 6 schedules break the invariant"
+        "[...] = invariant broken; 4 of 6 schedules break the invariant, in 2 of 4 classes"
     )
     assert str(found) == found.picture()
     assert found.table().splitlines()[2] == "ABAB      BROKEN     A='allowed'  B='allowed'"
@@ -121,12 +121,13 @@ def test_two_clients_of_four_steps_have_70_schedules_and_lost_updates(lab: Lab) 
         watch=[key],
     )
     assert found.total == 70 == count_interleavings(4, 4)
-    assert len(set(o.schedule for o in found.outcomes)) == 70
+    assert len(set(o.schedule for o in found.schedules)) == 70 and found.runs == 34
     expected_good = {"AAAABBBB", "BBBBAAAA", "AABBBBAA", "BBAAAABB", "AABBAABB", "BBAABBAA"}
     assert set(found.good) == expected_good and found.bad_count == 64
 
 
-def test_schedules_are_enumerated_in_lexicographic_order(lab: Lab) -> None:
+@pytest.mark.parametrize("reduce", [False, True])
+def test_schedules_are_enumerated_in_lexicographic_order(lab: Lab, reduce: bool) -> None:
     key = lab.key("n")
     found = explore(
         lab,
@@ -136,9 +137,11 @@ def test_schedules_are_enumerated_in_lexicographic_order(lab: Lab) -> None:
         },
         lambda client, results: True,
         watch=[key],
+        reduce=reduce,
     )
     every = sorted({"".join(p) for p in itertools.permutations("AABBCC")})
-    assert [o.schedule for o in found.outcomes] == every and found.total == 90
+    assert [o.schedule for o in found.schedules] == every and found.total == 90
+    assert found.runs == (90 if not reduce else found.classes) < 91
 
 
 def test_clock_actor_is_explored_like_a_client(lab: Lab) -> None:
@@ -278,7 +281,7 @@ def test_connection_state_does_not_leak_between_replays(lab: Lab) -> None:
     )
     # A replay right after one where A was rejected (its WATCH left open) must not abort A's EXEC.
     uninterrupted = ("AAAAABB", "BAAAAAB", "BBBBBAA", "ABBBBBA")
-    by_schedule = {o.schedule: o.results for o in found.outcomes if o.schedule in uninterrupted}
+    by_schedule = {o.schedule: o.results for o in found.schedules if o.schedule in uninterrupted}
     assert by_schedule == {
         "AAAAABB": {"A": "allowed", "B": "rejected"},
         "BAAAAAB": {"A": "allowed", "B": "rejected"},
@@ -361,7 +364,7 @@ def test_a_search_over_the_limit_is_refused_after_its_first_replay(lab: Lab) -> 
     actors = {name: partial(read_then_write, key=key, rounds=2) for name in "ABCD"}
     start = time.monotonic()
     with pytest.raises(TooManySchedules, match=r"about 63,063,000 schedules \(A 4, B 4, C 4, D 4"):
-        explore(lab, actors, lambda c, r: True, watch=[key], max_schedules=20_000)
+        explore(lab, actors, lambda c, r: True, watch=[key], max_schedules=20_000, reduce=False)
     assert time.monotonic() - start < 30  # one replay, not 20,000 (generous: a loaded machine)
 
 

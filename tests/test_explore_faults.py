@@ -73,10 +73,12 @@ def test_the_token_checked_lock_is_safe_until_a_holder_pauses(lab: Lab) -> None:
 
 def test_reduction_keeps_every_broken_class_under_pauses(lab: Lab) -> None:
     actors, invariant, keys = _counting_race(lab)
-    every = explore(lab, actors, invariant, watch=keys, faults=("pause",), classes=True)
-    fewer = explore(lab, actors, invariant, watch=keys, faults=("pause",), reduce=True)
+    options = {"watch": keys, "faults": ("pause",)}
+    every = explore(lab, actors, invariant, reduce=False, classes=True, **options)
+    fewer = explore(lab, actors, invariant, reduce=True, **options)
     assert set(fewer.bad_classes) == set(every.bad_classes) and fewer.bad_count > 0
-    assert fewer.total == fewer.classes == every.classes < every.total
+    assert fewer.runs == fewer.classes == every.classes < every.total
+    assert (fewer.total, fewer.bad, fewer.good) == (every.total, every.bad, every.good)
 
 
 def test_a_crash_between_round_trips_leaves_a_lock_nobody_frees(lab: Lab) -> None:

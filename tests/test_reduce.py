@@ -17,7 +17,13 @@ from benchmarks.explorer import read_modify_write  # the actor the benchmark tim
 from helpers import Lab
 from helpers.backend.scripts import delete_library
 from helpers.instruments.explore import Exploration, explore, normal_form
-from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, KeyTable
+from helpers.instruments.footprint import (
+    EVERYTHING,
+    NOTHING,
+    Footprint,
+    KeyTable,
+    Transactions,
+)
 from helpers.instruments.schedule import lease_expires
 from races import dictionary, locks, ratelimit
 
@@ -40,11 +46,14 @@ def _classes(found: Exploration) -> dict[str, bool]:
 
 def _compare(lab: Lab, actors: dict[str, Any], invariant: Any, **kwargs: Any) -> tuple[Any, Any]:
     """Explore every schedule and one per class; assert the same classes and verdicts."""
-    every = explore(lab, actors, invariant, classes=True, **kwargs)
+    every = explore(lab, actors, invariant, reduce=False, classes=True, **kwargs)
     fewer = explore(lab, actors, invariant, reduce=True, **kwargs)
     assert _classes(fewer) == _classes(every)
-    assert fewer.total == fewer.classes == every.classes  # one schedule per class, no more
+    assert fewer.runs == fewer.classes == every.classes  # one schedule per class, no more
     assert fewer.bad_classes == every.bad_classes and fewer.complete and fewer.reduced
+    # The classes run stand for exactly the schedules an exhaustive search runs, verdicts too.
+    assert (fewer.total, fewer.bad, fewer.good) == (every.total, every.bad, every.good)
+    assert [o.results for o in fewer.schedules] == [o.results for o in every.outcomes]
     return every, fewer
 
 
@@ -77,6 +86,17 @@ def test_a_command_whose_keys_move_asks_the_server_or_conflicts_with_everything(
         assert found.writes == {b"d", b"a", b"b"}
 
 
+def test_a_transaction_sent_one_command_at_a_time_counts_its_keys_at_exec(lab: Lab) -> None:
+    table, tx = KeyTable(lab.client()), Transactions()
+    assert tx.footprint(table, [("WATCH", "x")]) == Footprint(frozenset({b"x"}))
+    assert tx.footprint(table, [("MULTI",)]) == NOTHING
+    assert tx.footprint(table, [("SET", "y", "1")]) == NOTHING  # queued: it runs at EXEC
+    # EXEC writes what was queued and reads what was watched (a write to x would abort it).
+    assert tx.footprint(table, [("EXEC",)]) == Footprint(frozenset({b"x", b"y"}), frozenset({b"y"}))
+    assert tx.footprint(table, [("EXEC",)]) == NOTHING  # nothing open any more
+    assert tx.footprint(table, [("MULTI",), ("INCR", "z"), ("EXEC",)]).writes == {b"z"}
+
+
 def test_independence_is_no_write_to_what_the_other_touches() -> None:
     read_a, read_b = Footprint(frozenset({b"a"})), Footprint(frozenset({b"b"}))
     write_a = Footprint(frozenset({b"a"}), frozenset({b"a"}))
@@ -104,8 +124,15 @@ def test_naive_limiter_4_of_6_schedules_are_2_of_4_classes(lab: Lab) -> None:
         watch=[key],
     )
     assert (every.total, every.bad_count) == (6, 4)
-    assert (fewer.total, fewer.bad_count) == (4, 2) and fewer.bad == ["ABAB", "ABBA"]
-    assert fewer.summary() == "2 of 4 classes of equivalent schedules break the invariant"
+    assert (fewer.runs, len(fewer.bad_classes)) == (4, 2)
+    assert [o.schedule for o in fewer.outcomes if not o.ok] == ["ABAB", "ABBA"]
+    assert {o.schedule: fewer.orders(o.schedule) for o in fewer.outcomes} == {
+        "AAB": 1,
+        "ABAB": 2,
+        "ABBA": 2,
+        "BBA": 1,  # ABAB stands for BAAB too: the GETs commute
+    }
+    assert fewer.summary() == "4 of 6 schedules break the invariant, in 2 of 4 classes"
 
 
 def test_lost_update_counter_keeps_its_verdicts_in_classes(lab: Lab) -> None:
@@ -116,7 +143,7 @@ def test_lost_update_counter_keeps_its_verdicts_in_classes(lab: Lab) -> None:
         lambda client, results: client.get(key) == "2",
         watch=[key],
     )
-    assert (every.bad_count, fewer.total, fewer.bad_count) == (4, 4, 2)
+    assert (every.bad_count, fewer.runs, len(fewer.bad_classes)) == (4, 4, 2)
 
 
 @pytest.mark.parametrize(
@@ -174,7 +201,7 @@ def test_lock_releases_keep_their_verdicts_in_classes(
         watch=[key],
     )
     assert (every.total, every.bad_count) == every_bad
-    assert (fewer.total, fewer.bad_count) == (classes, bad_classes)
+    assert (fewer.runs, len(fewer.bad_classes)) == (classes, bad_classes)
 
 
 def _dictionary_invariant(keys: Any, texts: dict[str, str], indexed: bool) -> Any:
@@ -212,7 +239,7 @@ def test_dictionary_strategies_keep_their_verdicts_in_classes(
     if every_bad is not None:
         assert (every.total, every.bad_count) == every_bad
     if fewer_bad is not None:
-        assert (fewer.total, fewer.bad_count) == fewer_bad
+        assert (fewer.runs, len(fewer.bad_classes)) == fewer_bad
     assert (fewer.bad_count == 0) == (every.bad_count == 0)
 
 
@@ -223,7 +250,8 @@ def test_actors_that_never_conflict_need_one_schedule(lab: Lab) -> None:
     keys = {n: lab.key(f"n-{n}") for n in "AB"}
     actors = {n: partial(read_modify_write, key=keys[n], steps=8) for n in "AB"}
     found = explore(lab, actors, lambda c, r: True, watch=list(keys.values()), reduce=True)
-    assert (found.total, found.classes, found.complete) == (1, 1, True)
+    assert (found.runs, found.classes, found.complete) == (1, 1, True)
+    assert found.total == 12_870 and found.summary().startswith("0 of 12870 schedules")
 
 
 def test_three_by_four_on_one_key_completes_with_two_preemptions(lab: Lab) -> None:
@@ -282,7 +310,7 @@ def test_an_actor_that_loads_its_script_lazily_explores_deterministically(lab: L
         found = explore(lab, {"A": lazy, "B": lazy}, lambda c, r: True, watch=[key], reduce=reduce)
         # Every replay saw the script loaded: 2 steps each (GET, EVALSHA), never NOSCRIPT.
         assert all(len(o.schedule) == 4 for o in found.outcomes)
-        assert found.total == (6 if not reduce else 4)  # the two GETs commute
+        assert found.runs == (6 if not reduce else 4) and found.total == 6  # the GETs commute
 
 
 # ------------------------------------------------------------------ faults: a client crashes
@@ -323,9 +351,11 @@ def test_a_lease_survives_its_holder_s_crash_until_it_runs_out(lab: Lab) -> None
     def b_got_it_or_a_holds_it(client: Any, results: dict[str, Any]) -> bool:
         return results.get("B") is True or client.get(key) == "a"
 
-    every = explore(lab, actors, b_got_it_or_a_holds_it, watch=[key], crashes=1, classes=True)
-    fewer = explore(lab, actors, b_got_it_or_a_holds_it, watch=[key], crashes=1, reduce=True)
-    assert _classes(fewer) == _classes(every) and fewer.total == fewer.classes
+    invariant, options = b_got_it_or_a_holds_it, {"watch": [key], "crashes": 1}
+    every = explore(lab, actors, invariant, reduce=False, classes=True, **options)
+    fewer = explore(lab, actors, invariant, reduce=True, **options)
+    assert _classes(fewer) == _classes(every) and fewer.runs == fewer.classes
+    assert (fewer.total, fewer.bad, fewer.good) == (every.total, every.bad, every.good)
     taken_then_crashed = 0
     for outcome in every.outcomes:
         names = outcome.schedule.split()

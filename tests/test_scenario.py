@@ -47,7 +47,7 @@ def test_the_naive_limiter_breaks_every_way_it_is_asked(lab: Lab) -> None:
     explored = race.explore()
     assert (explored.total, explored.bad_count) == (6, 4)
     assert explored.summary() == (
-        "4 of 6 schedules break the invariant (at most one request is admitted)"
+        "4 of 6 schedules break the invariant, in 2 of 4 classes (at most one request is admitted)"
     )
     with race.stepper() as stepper:
         stepper.play("ABAB")

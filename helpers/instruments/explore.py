@@ -19,14 +19,18 @@ server (to read the keys) and ``{name: return value}``; it returns True when all
 
 Fewer schedules, same answers:
 
-* ``reduce=True``: two schedules are *equivalent* when one becomes the other by swapping
-  neighbouring steps of different actors that touch no key in common, or only read it (see
-  ``helpers.instruments.footprint``); they end in the same state with the same results, so the
-  invariant gives both the same verdict. The search then runs one schedule per class of
-  equivalent schedules: dynamic partial-order reduction (Flanagan and Godefroid, POPL 2005) with
-  sleep sets (Godefroid 1996). A replay that can only repeat a class already run stops early
-  (``Exploration.pruned``). ``Exploration.class_of(schedule)`` names a class by its first
-  equivalent order.
+* ``reduce=True`` (the default unless ``preemptions`` is given): two schedules are *equivalent*
+  when one becomes the other by swapping neighbouring steps of different actors that touch no
+  key in common, or only read it (see ``helpers.instruments.footprint``); they end in the same
+  state with the same results, so the invariant gives both the same verdict. The search then
+  runs one schedule per class of equivalent schedules: dynamic partial-order reduction
+  (Flanagan and Godefroid, POPL 2005) with sleep sets (Godefroid 1996). A replay that can only
+  repeat a class already run stops early (``Exploration.pruned``). The answer still counts
+  schedules: each class run stands for every order of its steps that keeps each conflict
+  (``helpers.instruments.classes``), so ``total``, ``bad_count``, ``bad`` and ``good`` are those
+  of an exhaustive search, ``runs`` is how many were run and ``classes`` how many classes.
+  ``Exploration.class_of(schedule)`` names a class by its first equivalent order.
+  ``reduce=False`` runs every schedule.
 * ``preemptions=N``: only the schedules in which an actor is switched away from, while it could
   go on, at most N times (CHESS's bound, Musuvathi and Qadeer, PLDI 2007). The result says
   ``complete=False`` when the bound left schedules out. The two do not combine (ValueError).
@@ -48,6 +52,7 @@ from typing import Any
 from helpers.errors import RaceLabError
 from helpers.instruments import faults as fault_steps
 from helpers.instruments.adopt import SPUN
+from helpers.instruments.classes import each_order, orders_in_class
 from helpers.instruments.footprint import EVERYTHING, Footprint
 from helpers.instruments.progress import progress, tick
 from helpers.instruments.schedule import (
@@ -59,6 +64,7 @@ from helpers.instruments.schedule import (
     Trace,
     format_value,
     run_schedule,
+    schedule_names,
     schedule_text,
 )
 
@@ -101,38 +107,111 @@ class Exploration:
     preemptions: int | None = None  # the preemption bound the search kept to (None: none)
     complete: bool = True  # False: the bound left schedules out
     pruned: int = 0  # replays cut short because an equivalent schedule had been run
+    order: list[str] = field(
+        default_factory=list, repr=False
+    )  # step names, as the search tries them
     _classes: dict[str, str] = field(default_factory=dict, repr=False)
+    _weights: dict[str, int] | None = field(default=None, repr=False)  # class rep: its orders
+    _expanded: dict[bool, list[Outcome]] = field(default_factory=dict, repr=False)
 
     def class_of(self, schedule: str) -> str:
         """Return the class of an explored schedule: its first equivalent order, by actor order."""
-        if len(self._classes) != len(self.outcomes):
-            self._classes = {
-                o.schedule: normal_form(self._names(o.schedule), o.steps, self.clients)
+        if not all(o.schedule in self._classes for o in self.outcomes):
+            self._classes.update(
+                (o.schedule, normal_form(self.names_of(o.schedule), o.steps, self.clients))
                 for o in self.outcomes
-            }
+            )
+        if schedule not in self._classes and self.reduced:
+            for ok in (False, True):  # an order a run stands for: named by expanding the classes
+                self._orders(ok)
         if schedule not in self._classes:
             raise KeyError(f"{schedule!r} is not one of the explored schedules")
         return self._classes[schedule]
 
-    def _names(self, schedule: str) -> list[str]:
-        return schedule.split() if " " in schedule else list(schedule)
+    # --- the schedules the runs stand for (reduce=True: every order of each class run) -------------
+
+    def _rank(self, name: str) -> tuple[int, str]:
+        order = self.order or self.clients
+        return (order.index(name) if name in order else len(order), name)
+
+    def _representatives(self) -> dict[str, int]:
+        """Return {schedule run: how many schedules its class holds}, one run per class."""
+        if self._weights is None:
+            weights: dict[str, int] = {}
+            seen: set[str] = set()
+            for o in self.outcomes:
+                if not self.reduced:
+                    weights[o.schedule] = 1
+                    continue
+                cls = self.class_of(o.schedule)
+                if cls not in seen:
+                    seen.add(cls)
+                    names = self.names_of(o.schedule)
+                    weights[o.schedule] = orders_in_class(names, o.steps, fault_steps.actor_of)
+            self._weights = weights
+        return self._weights
+
+    def orders(self, schedule: str) -> int:
+        """Return how many schedules the run of schedule stands for (1 unless reduce=True)."""
+        return self._representatives().get(schedule, 0)
+
+    def _orders(self, ok: bool) -> list[Outcome]:
+        """Return every schedule with this verdict that the runs stand for, in search order."""
+        if ok not in self._expanded:
+            reps = self._representatives()
+            found: list[Outcome] = []
+            for o in self.outcomes:
+                if o.ok != ok or o.schedule not in reps:
+                    continue
+                if not self.reduced:
+                    found.append(o)
+                    continue
+                names, cls = self.names_of(o.schedule), self.class_of(o.schedule)
+                for picked in each_order(names, o.steps, fault_steps.actor_of, self._rank):
+                    text = schedule_text([names[i] for i in picked])
+                    self._classes.setdefault(text, cls)
+                    steps = tuple(o.steps[i] for i in picked)
+                    found.append(Outcome(text, o.ok, o.results, o.result_text, steps))
+            if self.reduced:
+                found.sort(key=lambda o: [self._rank(n) for n in self.names_of(o.schedule)])
+            self._expanded[ok] = found
+        return self._expanded[ok]
+
+    @property
+    def schedules(self) -> list[Outcome]:
+        """Return every schedule the search answers for, in search order (runs, or their classes)."""
+        if not self.reduced:
+            return self.outcomes
+        return sorted(
+            self._orders(False) + self._orders(True),
+            key=lambda o: [self._rank(n) for n in self.names_of(o.schedule)],
+        )
+
+    @property
+    def runs(self) -> int:
+        """Return how many complete schedules were run (one per class when reduce=True)."""
+        return len(self.outcomes)
+
+    def names_of(self, schedule: str) -> list[str]:
+        """Return the step names of one of this search's schedules ("A B A!" -> A, B, A!)."""
+        return schedule_names(schedule, self.order or self.clients)
 
     @property
     def classes(self) -> int | None:
         """Return how many classes of equivalent schedules were run (None: steps not recorded)."""
-        if any(not o.steps for o in self.outcomes):
+        if any(not o.steps and self.names_of(o.schedule) for o in self.outcomes):
             return None
         return len({self.class_of(o.schedule) for o in self.outcomes})
 
     @property
     def bad_classes(self) -> list[str]:
         """Return the classes (as their normal form) of the schedules that broke the invariant."""
-        return sorted({self.class_of(s) for s in self.bad})
+        return sorted({self.class_of(o.schedule) for o in self.outcomes if not o.ok})
 
     def trace(self, schedule: str) -> Trace:
         """Return the printable Trace of one explored schedule (replayed with state on first use)."""
         if schedule not in self.traces:
-            if schedule not in {o.schedule for o in self.outcomes}:
+            if schedule not in {o.schedule for o in self.schedules}:
                 raise KeyError(f"{schedule!r} is not one of the explored schedules")
             if self.replay is None:
                 raise KeyError(f"no trace kept for {schedule!r} (explore(..., keep_traces=False))")
@@ -141,23 +220,23 @@ class Exploration:
 
     @property
     def total(self) -> int:
-        """Return the number of complete schedules run."""
-        return len(self.outcomes)
+        """Return the number of complete schedules (run, or stood for by the classes run)."""
+        return sum(self._representatives().values())
 
     @property
     def bad(self) -> list[str]:
         """Return the schedules that broke the invariant, in exploration order."""
-        return [o.schedule for o in self.outcomes if not o.ok]
+        return [o.schedule for o in self._orders(False)]
 
     @property
     def bad_count(self) -> int:
         """Return how many schedules broke the invariant."""
-        return len(self.bad)
+        return sum(self.orders(o.schedule) for o in self.outcomes if not o.ok)
 
     @property
     def good(self) -> list[str]:
         """Return the schedules after which the invariant held."""
-        return [o.schedule for o in self.outcomes if o.ok]
+        return [o.schedule for o in self._orders(True)]
 
     def first_bad(self) -> Trace | None:
         """Return the trace of the first schedule that broke the invariant, or None."""
@@ -166,12 +245,17 @@ class Exploration:
     @property
     def spin_cut(self) -> int:
         """Return how many schedules ended with an actor stopped by its spin bound (SPUN)."""
-        return sum(any(r is SPUN for r in o.results.values()) for o in self.outcomes)
+        return sum(
+            n
+            for o in self.outcomes
+            if (n := self.orders(o.schedule)) and any(r is SPUN for r in o.results.values())
+        )
 
     def summary(self) -> str:
-        """Return 'N of M schedules break the invariant' (classes when reduced; bounds if any)."""
-        what = "classes of equivalent schedules" if self.reduced else "schedules"
-        text = f"{self.bad_count} of {self.total} {what} break the invariant"
+        """Return 'N of M schedules break the invariant' (and in how many classes; bounds if any)."""
+        text = f"{self.bad_count} of {self.total} schedules break the invariant"
+        if self.reduced:
+            text += f", in {len(self.bad_classes)} of {self.classes} classes"
         if self.preemptions is not None:
             text += f" (at most {self.preemptions} preemptions"
             text += ")" if self.complete else ": not every schedule)"
@@ -181,7 +265,7 @@ class Exploration:
 
     def picture(self, width: int = 88) -> str:
         """Return every schedule on a few lines, bad ones in [brackets], then the summary."""
-        cells = [f"[{o.schedule}]" if not o.ok else f" {o.schedule} " for o in self.outcomes]
+        cells = [f"[{o.schedule}]" if not o.ok else f" {o.schedule} " for o in self.schedules]
         body = textwrap.fill(
             " ".join(cells), width=width, break_on_hyphens=False, break_long_words=False
         )
@@ -189,11 +273,11 @@ class Exploration:
 
     def table(self) -> str:
         """Return one line per schedule: order, ok/BAD, and each client's result."""
-        width = max([len("schedule")] + [len(o.schedule) for o in self.outcomes])
+        width = max([len("schedule")] + [len(o.schedule) for o in self.schedules])
         lines = [f"{'schedule':<{width}}  invariant  results"]
         lines += [
             f"{o.schedule:<{width}}  {'ok' if o.ok else 'BROKEN':<9}  {o.result_text}"
-            for o in self.outcomes
+            for o in self.schedules
         ]
         lines.append(self.summary())
         return "\n".join(lines)
@@ -344,7 +428,7 @@ def explore(
     keep_traces: bool = True,
     max_steps: int = DEFAULT_MAX_STEPS,
     *,
-    reduce: bool = False,
+    reduce: bool | None = None,
     preemptions: int | None = None,
     classes: bool = False,
     crashes: int = 0,
@@ -358,8 +442,9 @@ def explore(
     one schedule with ``run_schedule`` to print it, which gives the same trace because actors
     must be deterministic. keep_traces=False drops that ability (no reference to lab is kept).
     A replay longer than max_steps steps (an actor that never finishes) raises TooManySchedules.
-    reduce=True runs one schedule per class of equivalent schedules (DPOR with sleep sets);
-    preemptions=N runs only the schedules with at most N preemptions (not complete).
+    reduce (on unless preemptions is given) runs one schedule per class of equivalent schedules
+    (DPOR with sleep sets) and counts every schedule each class stands for; reduce=False runs
+    every schedule; preemptions=N runs only those with at most N preemptions (not complete).
     classes=True records what each step touches in an exhaustive search too, so that
     ``Exploration.classes`` and ``class_of`` work there (reduce=True always records it).
     faults=("crash", "pause", "restart", "failover") also explores those fault steps, at most
@@ -374,6 +459,8 @@ def explore(
         raise ValueError(f"preemptions must be a number >= 0 or None, got {preemptions!r}")
     if reduce and preemptions is not None:
         raise ValueError("reduce=True and preemptions=N do not combine soundly: use one of them")
+    if reduce is None:  # the default: one run per class, unless a preemption bound is asked for
+        reduce = preemptions is None
     if crashes:
         if faults:
             raise ValueError("crashes=N is faults=('crash',), max_faults=N: pass one of them")
@@ -410,7 +497,7 @@ def explore(
             )
 
     def replay(schedule: str) -> Trace:
-        names = schedule.split() if " " in schedule else list(schedule)  # inverse of schedule_text
+        names = schedule_names(schedule, order)  # inverse of schedule_text
         return run_schedule(lab, actors, names, setup=setup, watch=watch, reset=reset)
 
     return Exploration(
@@ -423,6 +510,7 @@ def explore(
         preemptions=preemptions,
         complete=not search.bounded,
         pruned=pruned,
+        order=order,
     )
 
 

@@ -80,6 +80,51 @@ def touching(keys: Iterable[Any]) -> Footprint:
     return Footprint(keyset, keyset)
 
 
+class Transactions:
+    """One actor's open WATCH and MULTI, across round trips: where a transaction's keys count.
+
+    A command queued after MULTI touches nothing when it is sent: it runs at EXEC, so EXEC's step
+    carries its footprint. EXEC also reads every key WATCHed since the last EXEC, DISCARD or
+    UNWATCH (another actor's write to one of them aborts it). Kept per actor, not per connection:
+    an actor with two connections gets more conflicts, never fewer.
+    """
+
+    def __init__(self) -> None:
+        self.watched: frozenset[bytes] = frozenset()
+        self.queued: Footprint | None = None  # None: no MULTI open
+
+    def footprint(self, table: KeyTable, commands: Sequence[Command]) -> Footprint:
+        """Return the footprint of one round trip, updating the open WATCH and MULTI."""
+        total = NOTHING
+        for command in commands:
+            name = _name(command)
+            if name == "MULTI":
+                self.queued = NOTHING
+            elif name == "EXEC":
+                total = total | (self.queued or NOTHING) | Footprint(self.watched)
+                self.queued, self.watched = None, frozenset()
+            elif name == "DISCARD":
+                self.queued, self.watched = None, frozenset()
+            elif name == "UNWATCH":
+                self.watched = frozenset()
+            elif self.queued is not None:
+                self.queued = self.queued | table.of_command(command)
+            else:
+                found = table.of_command(command)
+                if name == "WATCH":
+                    self.watched |= found.reads
+                total = total | found
+        return total
+
+
+def _name(command: Command) -> str:
+    """Return a command's name in capitals ("SCRIPT LOAD" -> "SCRIPT")."""
+    if not command:
+        return ""
+    first = command[0] if isinstance(command[0], str) else _key(command[0]).decode("latin-1")
+    return first.split(" ", 1)[0].upper()
+
+
 class KeyTable:
     """The server's command table (``COMMAND``), turned into footprints of round trips.
 

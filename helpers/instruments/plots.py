@@ -390,10 +390,10 @@ def schedule_grid(exploration: Any, title: str = "Every interleaving", ax: Any =
     The top row is red where the invariant broke and grey where it held; with few schedules the
     broken columns are also outlined and marked with a cross.
     """
-    outcomes = exploration.outcomes
+    outcomes = exploration.schedules  # every schedule (each class run stands for its orders)
     if not outcomes:
         raise ValueError("the exploration ran no schedule")
-    steps = [o.schedule.split() if " " in o.schedule else list(o.schedule) for o in outcomes]
+    steps = [exploration.names_of(o.schedule) for o in outcomes]
     clients = list(exploration.clients) or sorted({c for names in steps for c in names})
     longest = max(len(names) for names in steps)
     width = min(14.0, max(7.5, 0.22 * len(outcomes) + 3.0))  # grid, and the legend on its right

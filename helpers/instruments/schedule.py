@@ -56,7 +56,14 @@ from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
 from helpers.errors import RaceLabError
 from helpers.instruments.adopt import SPUN, ActorContext, ActorRefused, SpinBound, actor_running
-from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, KeyTable, touching
+from helpers.instruments.footprint import (
+    EVERYTHING,
+    NOTHING,
+    Footprint,
+    KeyTable,
+    Transactions,
+    touching,
+)
 from helpers.instruments.history import Op, Span, hold_spans
 
 try:  # runner="greenlet": a gated step is a switch, not two thread hand-offs
@@ -302,6 +309,13 @@ def schedule_text(names: Sequence[str]) -> str:
     return ("" if all(len(n) == 1 for n in names) else " ").join(names)
 
 
+def schedule_names(text: str, known: Sequence[str]) -> list[str]:
+    """Return the step names of a schedule_text ('ABAB', 'A B A!', or one long name: 'A!')."""
+    if " " in text:
+        return text.split()
+    return [text] if len(text) > 1 and text in known else list(text)
+
+
 class Gate(Mode):
     """The gated mode of one actor's client: each round trip waits for the schedule to name it."""
 
@@ -339,6 +353,7 @@ class _ActorState:
         self.thread: threading.Thread | None = None
         self.glet: Any = None  # the greenlet it runs in (runner="greenlet")
         self.footprint: Footprint = fn.footprint() if isinstance(fn, Clock) else EVERYTHING
+        self.transactions = Transactions()  # its open WATCH and MULTI, for footprints
         self.parked = False
         self.done = False
         self.pending: list[Command] = []
@@ -598,7 +613,7 @@ class ScheduleRun:
         state = self.actors[name]
         self._note_global_state(commands)
         if self._keys is not None:
-            state.footprint = self._keys.footprint(commands)
+            state.footprint = state.transactions.footprint(self._keys, commands)
         if self._greenlets:
             state.step_replies, state.replies = state.replies, []
             state.pending = commands

@@ -341,6 +341,7 @@ class Stepper:
                 watch=self.watch,
                 reset=self.reset_keys,
                 max_schedules=max_schedules,
+                reduce=False,  # every schedule: those that begin with the steps taken are kept
             )
         finally:
             self._replay(prefix)
