@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -12,6 +13,7 @@ from matplotlib.figure import Figure
 from programs import incr_first_limiter, lock_holder, naive_limiter
 
 from helpers import Lab, lua
+from helpers.instruments import schedule
 from helpers.instruments.explore import (
     Exploration,
     TooManySchedules,
@@ -22,7 +24,7 @@ from helpers.instruments.explore import (
     explore,
     results_at_most,
 )
-from helpers.instruments.schedule import lease_expires, run_schedule
+from helpers.instruments.schedule import ScheduleError, lease_expires, run_schedule
 
 LIMIT = 5
 
@@ -378,3 +380,26 @@ def test_a_search_the_estimate_allows_still_runs_to_its_end(lab: Lab) -> None:
         max_schedules=70,
     )
     assert result.total == 70
+
+
+def test_an_actor_that_waits_for_something_other_than_redis_is_stopped_with_its_name(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Replays run actors as greenlets on this thread: without the watchdog this would hang.
+    monkeypatch.setattr(schedule, "STEP_TIMEOUT_S", 0.5)
+    key, never = lab.key("n"), threading.Event()
+
+    def waits(client: object) -> str:
+        client.get(key)  # type: ignore[attr-defined]
+        never.wait()  # nobody sets it
+        return "done"
+
+    start = time.monotonic()
+    with pytest.raises(ScheduleError, match="actor B did not reach its next round trip"):
+        explore(
+            lab,
+            {"A": partial(read_then_write, key=key, rounds=1), "B": waits},
+            lambda c, r: True,
+            watch=[key],
+        )
+    assert time.monotonic() - start < 10

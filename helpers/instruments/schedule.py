@@ -45,7 +45,9 @@ keyspace event (not ``expired``), and a real client may also pause for any lengt
 
 from __future__ import annotations
 
+import signal
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -345,6 +347,52 @@ class Gate(Mode):
             self.run._reply(self.actor, reply)
 
 
+class _Watchdog:
+    """Interrupts the main thread when an actor greenlet runs STEP_TIMEOUT_S without parking.
+
+    A greenlet actor runs on the explorer's own thread, so one that waits for something other than
+    Redis (an Event, a lock, input()) would hang the whole search. While a switch into an actor is
+    under way, one daemon thread (for the whole process, polling a few times a second, so a step
+    costs it nothing) watches the clock; past the deadline it sends SIGINT to the main thread,
+    whose KeyboardInterrupt (raised in the actor, where it waits) the run turns into a
+    ScheduleError naming the actor. Off the main thread, or where SIGINT is not Python's to
+    handle, nothing can be interrupted, so it does not arm.
+    """
+
+    def __init__(self) -> None:
+        self.fired = False
+        self._since: float | None = None  # when the switch under way began
+        self._thread: threading.Thread | None = None
+
+    def arm(self) -> bool:
+        """Start the clock for one switch; return False when it cannot watch (not the main thread)."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        if not callable(signal.getsignal(signal.SIGINT)):
+            return False  # SIGINT ignored or left to the OS: an interrupt would not be ours
+        self._since = time.monotonic()
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._watch, daemon=True, name="racelab-watchdog"
+            )
+            self._thread.start()
+        return True
+
+    def disarm(self) -> None:
+        self._since = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(1.0, STEP_TIMEOUT_S / 4))
+            since = self._since
+            if since is not None and time.monotonic() - since > STEP_TIMEOUT_S:
+                self.fired, self._since = True, None
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+_WATCHDOG = _Watchdog()
+
+
 class _ActorState:
     """One actor's thread and where it stands."""
 
@@ -546,7 +594,7 @@ class ScheduleRun:
         state.gate.run = self
         if self._greenlets:
             state.glet = greenlet.greenlet(self._body)
-            state.glet.switch(state)  # runs the actor up to its first round trip
+            self._switch(state, state)  # runs the actor up to its first round trip
             self._check_crash(state)
             self._refuse_if_ungated(state)
             return
@@ -675,6 +723,28 @@ class ScheduleRun:
         if state.crash is not None:
             raise state.crash
 
+    def _switch(self, state: _ActorState, *args: Any) -> None:
+        """Switch into the actor's greenlet until it parks or ends; ScheduleError if it hangs."""
+        armed = _WATCHDOG.arm()
+        try:
+            state.glet.switch(*args)
+        except KeyboardInterrupt:
+            if not _WATCHDOG.fired:
+                raise  # the learner pressed stop
+            state.crash = None
+        finally:
+            if armed:
+                _WATCHDOG.disarm()
+        if _WATCHDOG.fired:
+            _WATCHDOG.fired = False
+            if isinstance(state.crash, KeyboardInterrupt):
+                state.crash = None
+            raise ScheduleError(
+                f"actor {state.name} did not reach its next round trip within "
+                f"{STEP_TIMEOUT_S:g} s: it waits for something other than Redis (an Event, a "
+                "lock, a queue, input()); an actor may only wait on its client's replies"
+            )
+
     def _wait_until_parked(self, state: _ActorState) -> None:
         with self._cond:
             ok = self._cond.wait_for(lambda: state.parked or state.done, STEP_TIMEOUT_S)
@@ -741,7 +811,7 @@ class ScheduleRun:
         pending = state.pending
         if self._greenlets:
             state.parked = False
-            state.glet.switch()  # the actor sends, reads the reply, runs to its next one
+            self._switch(state)  # the actor sends, reads the reply, runs to its next one
             self._check_crash(state)
         else:
             with self._cond:
@@ -763,7 +833,7 @@ class ScheduleRun:
         self.footprints.append(NOTHING)  # closing a connection changes no key
         state.killed = True
         if self._greenlets:
-            state.glet.switch()  # its _park sees it killed and stops it
+            self._switch(state)  # its _park sees it killed and stops it
         else:
             with self._cond:
                 self._cond.notify_all()
@@ -821,7 +891,7 @@ class ScheduleRun:
             self._cond.notify_all()
         for state in self.actors.values():
             if state.glet is not None and not state.glet.dead:
-                state.glet.switch()  # its _park sees the run closing and stops it
+                self._switch(state)  # its _park sees the run closing and stops it
             if state.thread is not None:
                 state.thread.join(STEP_TIMEOUT_S)
             if state.gate is not None:
