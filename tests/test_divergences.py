@@ -171,6 +171,14 @@ def test_no_eval_ro(lab: Lab) -> None:
         assert c.eval_ro("return 1", 0) == 1
 
 
+def test_no_wait(lab: Lab) -> None:
+    c = lab.client()
+    if lab.kind == "embedded":
+        assert "unknown command 'wait'" in _error(lambda: c.wait(0, 0))
+    else:
+        assert c.wait(0, 0) == 0  # no replica asked for: answered at once
+
+
 def test_no_info_config_object_debug(lab: Lab) -> None:
     c = lab.client()
     k = lab.key("s")

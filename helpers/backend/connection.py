@@ -187,7 +187,10 @@ class LabConnection(_Transport):
             commands = self._commands_in(command)
             if commands:
                 mode = self.wiring.mode
-                mode.before_round_trip(commands)
+                instead = mode.before_round_trip(commands)
+                if instead is not None:  # the mode sends these instead (a blocking call's timeout)
+                    commands = [_binary_names(tuple(c)) for c in instead]
+                    command = super().pack_commands(commands)
                 if self.wiring.rtt_s > 0:
                     mode.delay(self.wiring.rtt_s)
                 self._awaiting.extend(commands)

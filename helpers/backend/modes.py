@@ -120,11 +120,16 @@ class Mode:
         self.delayed_ns = 0  # network delay really waited (rtt_ms), in total
         self._lock = threading.Lock()  # a cluster client's node connections may share a mode
 
-    def before_round_trip(self, commands: list[Command]) -> None:
-        """Called before commands go out in one write; counts them (subclasses also wait)."""
+    def before_round_trip(self, commands: list[Command]) -> list[Command] | None:
+        """Called before commands go out in one write; counts them (subclasses also wait).
+
+        Return None to send them, or the commands to send instead (the gated mode does, to time
+        out a blocking call logically).
+        """
         with self._lock:
             self.stats.round_trips += 1
             self.stats.commands += len(commands)
+        return None
 
     def delay(self, seconds: float) -> None:
         """Wait seconds (the client's network delay, never shorter) and add the time waited to delayed_ns."""
@@ -170,12 +175,13 @@ class Think(Mode):
         """Count, then wait (sleep(0) still hands the GIL to another thread) unless not armed yet."""
         super().before_round_trip(commands)
         if not self.armed:
-            return
+            return None
         if self.seconds > 0 and self.stop is not None:
             self.stop.wait(self.seconds)
         else:
             time.sleep(self.seconds)
         _refuse_if_stopped(self.stop)
+        return None
 
     def describe(self) -> str:
         """Return e.g. 'think 1.0 ms per round trip'."""
@@ -244,6 +250,7 @@ class Lockstep(Mode):
         if self.armed:
             self.rendezvous.wait()
             _refuse_if_stopped(self.rendezvous.stop)
+        return None
 
     def describe(self) -> str:
         """Return 'lockstep'."""

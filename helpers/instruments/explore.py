@@ -52,6 +52,7 @@ from typing import Any
 from helpers.errors import RaceLabError
 from helpers.instruments import faults as fault_steps
 from helpers.instruments.adopt import SPUN
+from helpers.instruments.blocking import BLOCKED
 from helpers.instruments.classes import each_order, orders_in_class
 from helpers.instruments.footprint import EVERYTHING, Footprint
 from helpers.instruments.progress import progress, tick
@@ -378,8 +379,12 @@ class _Search:
         node.before = before
 
     def _find_races(self, depth: int, node: _Node) -> None:
-        """Flanagan-Godefroid: for each actor's next step, reverse its latest race in the prefix."""
-        for name in node.options:
+        """Flanagan-Godefroid: for each actor's next step, reverse its latest race in the prefix.
+
+        Waiting actors count too (their call is a step once answerable): where the racing step
+        could not have run, every step that could is tried there instead.
+        """
+        for name in node.nexts:
             step, actor = node.nexts[name], fault_steps.actor_of(name)
             mine = next(
                 (
@@ -393,7 +398,10 @@ class _Search:
                 other = self.nodes[j]
                 theirs = fault_steps.actor_of(other.chosen)
                 if theirs != actor and other.footprint.conflicts(step) and not mine >> j & 1:
-                    other.backtrack.add(name)
+                    if name in other.options:
+                        other.backtrack.add(name)
+                    else:
+                        other.backtrack |= set(other.options)
                     break
 
     def blocked(self, depth: int, options: list[str], nexts: dict[str, Footprint]) -> None:
@@ -409,6 +417,8 @@ class _Search:
             if self.reduce:  # a fault may never happen, so every place it can is tried
                 wanted = set(wanted) | {n for n in node.options if fault_steps.kind_of(n)}
             for name in self.order:
+                if name not in node.options:
+                    continue
                 if name in wanted and name not in node.tried and name not in node.sleep:
                     if self._allowed(depth, node.options, name):
                         del self.nodes[depth + 1 :]
@@ -589,8 +599,8 @@ def _search(
             if faults.server is not None:
                 faults.server.begin(run)
             complete = True
-            while run.unfinished:
-                options = run.unfinished + faults.options(run)
+            while run.runnable:  # a waiting actor is not (helpers.instruments.blocking)
+                options = run.runnable + faults.options(run)
                 depth = len(run.names)
                 nexts = run.next_footprints if search.reduce else dict
                 if depth >= max_steps:
@@ -619,19 +629,29 @@ def _search(
                     break
                 _advance(run, chosen, faults)
                 search.ran(depth, run.footprints[-1])
+            if search.reduce and complete and run.blocked:  # their calls race with steps run
+                search.blocked(len(run.names), [], run.next_footprints())
             if run.new_global_state:
                 if faults.server is not None:
                     faults.server.end()
                 return None, pruned
-            if not outcomes and not pruned and not (search.reduce or search.bound is not None):
+            # The estimate counts interleavings of free actors: one that waited has fewer.
+            free = not run.waited
+            if (
+                free
+                and not outcomes
+                and not pruned
+                and not (search.reduce or search.bound is not None)
+            ):
                 _refuse_if_too_many(run.names, faults.bound, max_schedules)
             if complete:
                 ok = invariant(run.observer, dict(run.results))
                 if not isinstance(ok, bool):
                     raise TypeError(f"invariant must return a bool, got {ok!r}")
                 results = dict(run.results)
+                blocked = run.blocked
                 text = "  ".join(
-                    f"{n}={format_value(results[n], run.short) if n in results else CRASHED}"
+                    f"{n}={format_value(results[n], run.short) if n in results else BLOCKED if n in blocked else CRASHED}"
                     for n in actors
                 )
                 outcomes.append(

@@ -57,6 +57,7 @@ import redis
 from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
 from helpers.errors import RaceLabError
+from helpers.instruments import blocking
 from helpers.instruments.adopt import SPUN, ActorContext, ActorRefused, SpinBound, actor_running
 from helpers.instruments.footprint import (
     EVERYTHING,
@@ -329,11 +330,12 @@ class Gate(Mode):
         self.run: ScheduleRun | None = None  # None: commands pass (connecting, resetting)
         self.open_state = False  # a WATCH or MULTI left open on the connection
 
-    def before_round_trip(self, commands: list[Command]) -> None:
-        """Count, then park until the run grants this actor a step (or raise Aborted)."""
+    def before_round_trip(self, commands: list[Command]) -> list[Command] | None:
+        """Count, park until the run grants this actor a step (or raise Aborted); return what to send."""
         super().before_round_trip(commands)
         if self.run is not None:
-            self.run._park(self.actor, commands)
+            return self.run._park(self.actor, commands)
+        return None
 
     def on_reply(self, command: Command, reply: Any) -> None:
         """Count, note an open WATCH or MULTI, and keep the reply for the trace row of the step in progress."""
@@ -402,6 +404,8 @@ class _ActorState:
         self.glet: Any = None  # the greenlet it runs in (runner="greenlet")
         self.footprint: Footprint = fn.footprint() if isinstance(fn, Clock) else EVERYTHING
         self.transactions = Transactions()  # its open WATCH and MULTI, for footprints
+        self.call: blocking.Call | None = None  # its next round trip, when that is a blocking call
+        self.instead: list[Command] | None = None  # what to send instead of its next round trip
         self.parked = False
         self.done = False
         self.pending: list[Command] = []
@@ -566,6 +570,7 @@ class ScheduleRun:
         self.rows: list[TraceRow] = []
         self.names: list[str] = []
         self.footprints: list[Footprint] = []  # of each step run (footprints=True)
+        self.waited = False  # some actor had to wait for a blocking call (see waiting)
         self.new_global_state: list[tuple[str, str]] = []  # scripts/libraries first loaded now
         self.actors: dict[str, _ActorState] = {}
         self._keys = self._connections.key_table if footprints else None
@@ -645,7 +650,7 @@ class ScheduleRun:
             state.done = True
             self._cond.notify_all()
 
-    def _park(self, name: str, commands: list[Command]) -> None:
+    def _park(self, name: str, commands: list[Command]) -> list[Command] | None:
         state = self.actors[name]
         state.round_trips += 1
         if state.recovering and _recovers_script(commands):
@@ -653,9 +658,16 @@ class ScheduleRun:
             # met the cold cache, so a replay with a cold cache has the steps of a warm one
             state.recovering = command_name(commands[0]).startswith("SCRIPT")
             self._note_global_state(commands)
-            return
+            return None
         state.recovering = False
+        state.call = blocking.call_of(commands)
+        if state.call is not None:  # made now: XREAD's "$" is the stream's last id now
+            state.call = blocking.resolved(self.observer, state.call)
+            if state.call.command != tuple(commands[0]):
+                state.instead = [state.call.command]
         self._park_until_granted(name, commands)
+        instead, state.instead, state.call = state.instead, None, None
+        return instead
 
     def _park_until_granted(self, name: str, commands: list[Command]) -> None:
         state = self.actors[name]
@@ -769,6 +781,35 @@ class ScheduleRun:
         return [n for n, s in self.actors.items() if not s.done]
 
     @property
+    def waiting(self) -> list[str]:
+        """Return the actors whose next round trip is a blocking call the server cannot answer yet."""
+        found = [
+            n
+            for n, s in self.actors.items()
+            if not s.done and s.call is not None and not blocking.answerable(self.observer, s.call)
+        ]
+        self.waited = self.waited or bool(found)
+        return found
+
+    @property
+    def runnable(self) -> list[str]:
+        """Return the actors a schedule may name next (``helpers.instruments.blocking``).
+
+        Every unfinished actor but the waiting ones; when all are waiting, the ones whose call
+        can time out (their step is the timeout). Empty when the rest block forever.
+        """
+        waiting = self.waiting
+        ready = [n for n in self.unfinished if n not in waiting]
+        if ready or not waiting:
+            return ready
+        return [n for n in waiting if self.actors[n].call.timeout_s > 0]  # type: ignore[union-attr]
+
+    @property
+    def blocked(self) -> list[str]:
+        """Return the actors left waiting forever (nothing else can run): the schedule ends."""
+        return self.unfinished if not self.runnable else []
+
+    @property
     def results(self) -> dict[str, Any]:
         """Return {actor: result} for the actors that have finished."""
         return {n: s.result for n, s in self.actors.items() if s.done and not s.aborted}
@@ -794,6 +835,8 @@ class ScheduleRun:
             reply = self.advance(name)
         else:
             command = describe_round_trip(state.pending, self.short)
+            if state.call is not None and name in self.waiting:
+                command += " (times out: nothing else can run)"
             reply = self.advance(name)
         row = TraceRow(
             len(self.rows) + 1, name, command, format_value(reply, self.short), self._state()
@@ -804,6 +847,8 @@ class ScheduleRun:
     def advance(self, name: str) -> Any:
         """Run actor name's next step as step() does, without a trace row; return its reply."""
         state = self._runnable(name)
+        if state.call is not None and name in self.waiting:
+            self._time_out(state)
         self.footprints.append(state.footprint)
         self.names.append(name)
         if state.gate is None:
@@ -819,6 +864,22 @@ class ScheduleRun:
                 self._cond.notify_all()
             self._wait_until_parked(state)
         return reply_of_round_trip(pending, state.step_replies)
+
+    def _time_out(self, state: _ActorState) -> None:
+        """Let a waiting call run as its timeout, or raise ScheduleError while others can run."""
+        call = state.call
+        assert call is not None
+        if state.name not in self.runnable:
+            why = (
+                "it blocks forever (timeout 0) and"
+                if call.timeout_s <= 0
+                else "another client can still run, and"
+            )
+            raise ScheduleError(
+                f"{state.name} is waiting in {describe_round_trip([call.command], self.short)}: "
+                f"{why} nothing it waits for is there yet; name another client first"
+            )
+        state.instead = [call.timed_out()]
 
     def crash(self, name: str) -> None:
         """Kill actor name between two round trips: its connections close, it never runs again.
@@ -867,11 +928,14 @@ class ScheduleRun:
 
     def trace(self) -> Trace:
         """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
+        blocked = self.blocked
         text = {
             n: CRASHED
             if s.killed
             else format_value(s.result, self.short)
             if s.done and not s.aborted
+            else blocking.BLOCKED
+            if n in blocked
             else UNFINISHED
             for n, s in self.actors.items()
         }
@@ -1001,9 +1065,9 @@ def run_schedule(
                 if not run.fault(name, server):
                     run.step(name)
             if finish:
-                while run.unfinished:
-                    run.step(run.unfinished[0])
-            elif run.unfinished:
+                while run.runnable:
+                    run.step(run.runnable[0])
+            elif run.runnable:
                 raise ScheduleError(
                     f"schedule {schedule_text(order)!r} ends with unfinished clients: "
                     f"{', '.join(run.unfinished)} (add their steps, or pass finish=True)"

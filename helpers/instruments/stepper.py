@@ -179,7 +179,7 @@ class Stepper:
     def _judge(self) -> None:
         """Append the invariant's verdict on the current state (None: none given, or not yet)."""
         run = self._run
-        if self.invariant is None or (self.final_only and run.unfinished):
+        if self.invariant is None or (self.final_only and run.runnable):
             self._verdicts.append(None)
             return
         try:
@@ -270,8 +270,8 @@ class Stepper:
 
     @property
     def finished(self) -> bool:
-        """Return True when every actor has finished."""
-        return not self._run.unfinished
+        """Return True when every actor has finished (or waits forever for a blocking call)."""
+        return not self._run.runnable
 
     @property
     def results(self) -> dict[str, Any]:
@@ -567,10 +567,15 @@ class _StepperView:
             return
         run = self.stepper._run
         waiting, results = run.waiting_on(), run.trace().result_text
+        stuck = set(waiting) - set(run.runnable)  # in a blocking call nothing can answer yet
         if self.stepper.fixes and self.strategy.value != self.stepper.strategy:
             self.strategy.value = self.stepper.strategy  # use() called from Python
         for name, button in self.buttons.items():
-            if name in waiting:
+            if name in stuck:
+                button.description, button.tooltip = f"{name}: waiting", f"waits in {waiting[name]}"
+                button.disabled = True
+                _paint(button, "done")
+            elif name in waiting:
                 fn = self.stepper.actors[name]
                 label = (
                     waiting[name].removeprefix("(clock) ")

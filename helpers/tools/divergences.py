@@ -96,6 +96,14 @@ DIVERGENCES: tuple[Divergence, ...] = (
         "the backend reads the version from the FakeServer; such cells need a real server",
     ),
     Divergence(
+        "no_wait",
+        "WAIT numreplicas timeout",
+        "unknown command",
+        "waits until that many replicas acknowledged the writes, or the timeout",
+        "only throwaway real servers with a replica run WAIT (notebook 07, Going further); the "
+        "explorer's WAIT test skips on embedded",
+    ),
+    Divergence(
         "expire_option_error_wording",
         "EXPIRE/PEXPIRE with conflicting or bad options",
         "'NX and XX, GT or LT ...' for GT+LT; a bad number is reported before a bad option",
