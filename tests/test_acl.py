@@ -17,17 +17,19 @@ must be as they were.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import redis
-from conftest import _no_real, need_cluster_binaries
+from conftest import need_cluster_binaries, need_server_binary
 
 from helpers import UnsafeCommandError, connect
 from helpers.backend.guard import ForeignLibraryError
+from helpers.backend.namespace import LIBRARY_HEAD_MAX, Namespace
 from helpers.backend.scripts import delete_library, fcall_reloading, load_library, lua_source
-from helpers.backend.server import RedisClusterServer, RedisServer, ServerNotFound, find_binary
+from helpers.backend.server import RedisClusterServer, RedisServer
 from helpers.tools import acl, foreign
 
 # A foreign library that holds the name of one of the suite's (lua/dict_library.lua's).
@@ -37,6 +39,9 @@ FOREIGN_DICT_CODE = (
 )
 FOREIGN_KEY = b"app:string:0"  # planted by foreign.plant_keys
 SECOND_DB_KEY = b"db3:string:0"
+# Plain foreign keys a library or an application of somebody else's would own.
+PLAIN_FOREIGN = (b"lock:payments", b"user:1")
+LEARNERS = ("ann", "bob")  # learner users on the same server (acl.apply_learners)
 
 
 @dataclasses.dataclass
@@ -47,6 +52,7 @@ class Shared:
     admin_password: str
     url: str
     before: dict[int, foreign.Snapshot]
+    learner_urls: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def admin(self, db: int = 0) -> redis.Redis:
         """Return a client as the administrator (the default user)."""
@@ -63,16 +69,18 @@ def _lock_and_add_user(nodes: list[RedisServer], admin_password: str, user_passw
 
 @pytest.fixture(scope="module")
 def shared() -> Iterator[Shared]:
-    try:
-        find_binary()
-    except ServerNotFound as exc:
-        _no_real(str(exc))
+    need_server_binary()
     admin_password, user_password = acl.new_password(), acl.new_password()
+    passwords = {name: acl.new_password() for name in LEARNERS}
     with RedisServer() as server:
         _lock_and_add_user([server], admin_password, user_password)
         state = Shared(server, admin_password, acl.user_url(server.url, user_password), {})
+        state.learner_urls = {n: acl.user_url(server.url, pw, n) for n, pw in passwords.items()}
         with state.admin() as admin, state.admin(foreign.SECOND_DB) as second:
+            acl.apply_learners([admin], passwords)
             foreign.fill_foreign(admin)
+            for key in PLAIN_FOREIGN:
+                admin.set(key, b"theirs")
             admin.function_load(FOREIGN_DICT_CODE)
             foreign.plant_keys(second, 50, label="db3")
             state.before = {
@@ -344,6 +352,126 @@ def test_server_wide_commands_are_refused_by_the_server(
     raw: redis.Redis, command: tuple[Any, ...]
 ) -> None:
     _refused_by_server(lambda: raw.execute_command(*command))
+
+
+# --- library heads: lock:<prefix>... is the run's, on the server too ---------------------------
+
+
+def _allowed(admin: redis.Redis, user: str, keys: list[bytes]) -> list[bool]:
+    """Return, for each key, whether the server lets user GET it (ACL DRYRUN: nothing is run)."""
+    pipe = admin.pipeline(transaction=False)
+    for key in keys:
+        pipe.execute_command("ACL", "DRYRUN", user, "GET", key)
+    return [reply in (b"OK", "OK") for reply in pipe.execute(raise_on_error=False)]
+
+
+def _library_keys(prefix: str) -> list[str]:
+    """Return keys with prefix after each library's head (test_namespace_foreign's), and alone."""
+    heads = (
+        "lock:",
+        "lock-signal:",
+        "redlock:",
+        "rate_limit:",
+        "LIMITS:LIMITER/",
+        "LIMITS:{LIMITER/",
+    )
+    longest = "x" * (LIBRARY_HEAD_MAX - 1) + ":"
+    return [f"{prefix}job"] + [f"{head}{prefix}job" for head in (*heads, longest)]
+
+
+def test_the_workshop_user_reaches_its_runs_library_keys_and_no_plain_foreign_key(
+    lab: Any, raw: redis.Redis
+) -> None:
+    """Layer: the server's ACL (~racelab:* and ~*[-_.:/{}]racelab:*), without the guard."""
+    mine = _library_keys(lab.ns.prefix)
+    assert all(lab.ns.owns(k) for k in mine)
+    for key in mine:
+        raw.set(key, "mine")
+    assert raw.exists(*mine) == len(mine)
+    raw.delete(*mine)
+    for key in (*PLAIN_FOREIGN, f"lock{lab.ns.prefix}job", f"my app {lab.ns.prefix}job"):
+        _refused_by_server(lambda key=key: raw.get(key))
+        _refused_by_server(lambda key=key: raw.set(key, "mine"))
+
+
+@pytest.fixture
+def ann_lab(shared: Shared) -> Iterator[Any]:
+    """Learner ann's Lab: her own user (no SCAN: cleanup deletes what her clients sent)."""
+    the_lab = connect("test_acl", url=shared.learner_urls["ann"])
+    try:
+        yield the_lab
+    finally:
+        the_lab.cleanup()
+        the_lab.close()
+
+
+def test_a_learner_writes_her_library_keys_and_no_other_learners_nor_foreign_ones(
+    ann_lab: Any, shared: Shared
+) -> None:
+    """Layer: the server's ACL (a learner's key patterns), with the foreign data present."""
+    assert ann_lab.ns.prefix.startswith("racelab:@ann:test_acl:")
+    c = ann_lab.client()
+    mine = _library_keys(ann_lab.ns.prefix)
+    for key in mine:
+        assert c.set(key, "ann's") and c.get(key) == "ann's"
+    bob = connect("test_acl", url=shared.learner_urls["bob"])
+    try:
+        theirs = _library_keys(bob.ns.prefix)
+        for key in theirs:
+            bob.client().set(key, "bob's")
+        out_of_reach = [
+            *theirs,
+            bob.ns.key(f"names-{ann_lab.ns.prefix}job"),  # bob's key that names ann's prefix
+            f"lock:{bob.ns.prefix}{ann_lab.ns.prefix}job",
+            *(k.decode() for k in PLAIN_FOREIGN),
+            FOREIGN_KEY.decode(),
+            "x" * LIBRARY_HEAD_MAX + ":" + ann_lab.ns.prefix + "job",  # a head over the bound
+            f"lock@x:{ann_lab.ns.prefix}job",  # an '@' in the head
+        ]
+        with redis.Redis.from_url(shared.learner_urls["ann"]) as raw:
+            for key in out_of_reach:
+                _refused_by_server(lambda key=key: raw.get(key))
+                _refused_by_server(lambda key=key: raw.set(key, "ann's"))
+                _refused_by_server(lambda key=key: raw.delete(key))
+            _refused_by_server(lambda: raw.rename(mine[1], theirs[1]))
+        assert all(bob.client().get(k) == "bob's" for k in theirs)
+    finally:
+        bob.cleanup()
+        bob.close()
+    assert ann_lab.cleanup() == len(mine)  # no SCAN: the keys her client sent were recorded
+    with shared.admin() as admin:
+        assert admin.exists(*mine) == 0
+
+
+def test_no_key_is_two_learners(shared: Shared) -> None:
+    """Every key some learner's patterns allow is refused to every other learner: pieces of both
+    prefixes, '@', 'racelab' and fillers of every length up to past the head bound, put together."""
+    a, b = (f"racelab:@{n}:" for n in LEARNERS)
+    pieces = ["", "lock:", "@", "r", "racela", "racelab", "racelab:", "racelab:@", a, b, a[:-1]]
+    fillers = ["x" * n for n in range(LIBRARY_HEAD_MAX + 10)]
+    keys = sorted(
+        {
+            (f + p + q + r).encode()
+            for f, p, q, r in itertools.product(fillers[:10], pieces, pieces, pieces)
+        }
+        | {(f + p + q).encode() for f, p, q in itertools.product(fillers, pieces, pieces)}
+    )
+    with shared.admin() as admin:
+        ann, bob = (_allowed(admin, n, keys) for n in LEARNERS)
+    both = [k for k, x, y in zip(keys, ann, bob) if x and y]
+    assert len(keys) > 10_000  # docs/workshop.md: "over 10,000 keys"
+    assert both == [] and sum(ann) > 500 and sum(bob) > 500, (both[:5], sum(ann), sum(bob))
+
+
+def test_a_learner_reaches_every_key_her_run_owns(shared: Shared) -> None:
+    """The ACL allows what the namespace owns: every head the grammar allows, up to its bound."""
+    ns = Namespace("test_acl", learner="ann")
+    heads = ["", "-", "lock:", "a.b_c-d/e{f}:", "Z" * (LIBRARY_HEAD_MAX - 1) + "}"]
+    keys = [f"{h}{ns.prefix}k".encode() for h in heads] + [f"{ns.prefix}racelab:@bob:k".encode()]
+    assert all(ns.owns(k) for k in keys)
+    with shared.admin() as admin:
+        assert _allowed(admin, "ann", keys) == [True] * len(keys)
+        assert _allowed(admin, "bob", keys) == [False] * len(keys)
 
 
 # --- library names: the suite replaces or deletes only its own code ----------------------------

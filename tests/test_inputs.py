@@ -8,11 +8,11 @@ from collections.abc import Iterator
 import fakeredis
 import pytest
 import redis
-from conftest import _no_real
+from conftest import need_server_binary
 
 from helpers import connect, show
 from helpers.backend.lab import ServerRefused, ServerUnavailable
-from helpers.backend.server import RedisServer, ServerNotFound, find_binary
+from helpers.backend.server import RedisServer
 from helpers.backend.urls import MalformedURL, redacted
 from helpers.errors import RaceLabError
 from helpers.instruments.listing import NotShowable
@@ -50,10 +50,7 @@ def test_an_empty_redis_url_is_refused_not_taken_for_embedded(
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[RedisServer]:
-    try:
-        find_binary()
-    except ServerNotFound as exc:
-        _no_real(str(exc))
+    need_server_binary()
     with RedisServer() as started:
         yield started
 

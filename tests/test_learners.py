@@ -24,13 +24,13 @@ from typing import Any
 
 import pytest
 import redis
-from conftest import _no_real
+from conftest import need_server_binary
 
 from helpers import connect
 from helpers.backend.guard import ForeignLibraryError
 from helpers.backend.runs import alive_key, record_key, sweep
 from helpers.backend.scripts import CodeNotLoaded, delete_library, fcall_reloading, load_script
-from helpers.backend.server import RedisServer, ServerNotFound, find_binary
+from helpers.backend.server import RedisServer
 from helpers.backend.urls import url_options
 from helpers.tools import acl, foreign
 
@@ -64,17 +64,9 @@ def _refused_by_acl(call: Any) -> str:
     return str(caught.value)
 
 
-def need_binary() -> None:
-    """Skip (or fail under RACELAB_REQUIRE_REAL=1) unless a redis-server >= 8.4 is found."""
-    try:
-        find_binary()
-    except ServerNotFound as exc:
-        _no_real(str(exc))
-
-
 @pytest.fixture(scope="module")
 def room() -> Iterator[Room]:
-    need_binary()
+    need_server_binary()
     admin_password = acl.new_password()
     passwords = {name: acl.new_password() for name in LEARNERS}
     with RedisServer() as server:
@@ -330,7 +322,7 @@ def test_acl_learners_prints_one_working_user_and_url_each(
 def test_acl_load_checks_the_code_byte_for_byte(capsys: pytest.CaptureFixture[str]) -> None:
     from helpers.tools.cli import main
 
-    need_binary()
+    need_server_binary()
     with RedisServer() as server:
         assert main(["acl", "--load", "--url", server.url]) == 0
         assert "libraries (racelab_demo, racelab_dict) byte for byte" in capsys.readouterr().out

@@ -163,7 +163,8 @@ def test_acl_prints_the_setuser_line_and_the_url() -> None:
     lines = done.stdout.splitlines()
     setuser = next(line for line in lines if line.startswith("ACL SETUSER"))
     assert setuser.startswith(
-        "ACL SETUSER racelab reset on '>s3cret' '~racelab:*' resetchannels -@all +@read"
+        "ACL SETUSER racelab reset on '>s3cret' '~racelab:*' '~*[-_.:/{}]racelab:*' resetchannels"
+        " -@all +@read"
     )
     assert (
         "-@admin -@dangerous" in setuser

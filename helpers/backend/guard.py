@@ -2,7 +2,10 @@
 
 On a shared Redis the real boundary is the server's ACL: the workshop user that
 ``python -m helpers acl`` prints (``helpers.tools.acl``) may touch only keys under ``racelab:*``
-and run only the commands the notebooks need, whatever a client sends or a script computes.
+or with ``racelab:`` after a separator (the ``lock:racelab:...`` a library derives from a run's
+name), a learner's user only keys with its ``racelab:@<learner>:`` first or after a library's
+head, and both run only the commands the notebooks need, whatever a client sends or a script
+computes.
 This guard is the second line, on the client, so a mistake gets a clear error before anything
 is sent. On a server the suite started itself (``helpers.backend.server``) or on the embedded
 backend it is off.
@@ -25,7 +28,8 @@ What it checks, on every client a ``Lab`` hands out for a server it does not own
 
 What it cannot see: a name a script computes at run time (``redis.call(ARGV[1])``,
 ``'FLUSH'..'ALL'``), bytes written straight to a socket. It does not check key names either:
-keeping writes under the prefix is the ACL user's job, and the namespace's by construction.
+keeping writes to the run's keys is the ACL user's job, and the namespace's by construction
+(``Namespace.owns``: the prefix, or a library's head and then the prefix).
 """
 
 from __future__ import annotations

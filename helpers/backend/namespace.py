@@ -8,10 +8,12 @@ apart, on the server. ``@`` cannot occur in a notebook name, so the two layouts 
 A run also owns the keys a library derives from its names (``owns``): python-redis-lock given
 ``lab.key("job")`` writes ``lock:racelab:...:job`` and ``lock-signal:racelab:...:job``, pottery
 ``redlock:racelab:...``, limits ``LIMITS:LIMITER/racelab:...``. Such a key is the library's own
-prefix (its *head*: ``library_head``), then the run's prefix: a head is 1-64 of A-Z a-z 0-9 and
-``_ . : / { } -``, ends in one of those separators, and has no ``racelab`` in it (in any case), so
-another run's key (which starts with ``racelab:``, or has ``racelab:`` after its own head) is
-never owned by this one.
+prefix (its *head*: ``library_head``), then the run's prefix: a head is 1 to ``LIBRARY_HEAD_MAX``
+(32) of A-Z a-z 0-9 and ``_ . : / { } -``, ends in one of those separators, and has no ``racelab``
+in it (in any case), so another run's key (which starts with ``racelab:``, or has ``racelab:``
+after its own head) is never owned by this one. The ACL users allow the same keys
+(``helpers.tools.acl``): a learner's user has one key pattern per head length, which is why a head
+has a bound.
 
 Cleanup deletes what the run wrote and nothing else: every key name the namespace hands out
 (``key``, ``tagged``), and every key a Lab client sends that the run owns (``record``), are
@@ -35,9 +37,14 @@ SUITE_PREFIX = "racelab"
 SHARED_USER = "racelab"  # the one ACL user of self-study or a trusted room (python -m helpers acl)
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 LEARNER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-# A library's own key prefix before the run's (lock:, lock-signal:, LIMITS:{LIMITER/): 1-64 of
-# these characters, the last a separator (so that no head is a part of the word "racelab:").
-_LIBRARY_HEAD = re.compile(r"[A-Za-z0-9_.:/{}-]{0,63}[_.:/{}-]")
+# A library's own key prefix before the run's (lock:, lock-signal:, LIMITS:{LIMITER/): 1 to
+# LIBRARY_HEAD_MAX of these characters, the last a separator (so that no head is a part of the
+# word "racelab:"). No '@' among them: a learner's ACL patterns rely on it (helpers.tools.acl).
+LIBRARY_HEAD_MAX = 32
+HEAD_SEPARATORS = "-_.:/{}"
+_LIBRARY_HEAD = re.compile(
+    rf"[A-Za-z0-9{re.escape(HEAD_SEPARATORS)}]{{0,{LIBRARY_HEAD_MAX - 1}}}[{re.escape(HEAD_SEPARATORS)}]"
+)
 
 
 def library_head(key: str | bytes, prefix: str) -> str | None:

@@ -4,7 +4,11 @@ An instructor runs the printed ``ACL SETUSER`` line once on the shared server (o
 of a cluster: ACL users are not replicated) and gives learners a ``REDIS_URL`` with that user
 in it. The server then enforces, whatever a client sends or a Lua script computes at run time:
 
-* keys: only ``racelab:*`` (every key of every run lives there);
+* keys: ``racelab:*`` (every key of every run lives there), and a key with ``racelab:`` after a
+  separator (``~*[-_.:/{}]racelab:*``): the keys a library derives from a run's names, such as
+  python-redis-lock's ``lock:racelab:...`` or limits' ``LIMITS:{LIMITER/racelab:...``
+  (``helpers.backend.namespace.library_head``). A foreign key is out of reach unless it has
+  ``racelab:`` in its name after a separator (``lock:payments``, ``user:1`` are);
 * commands: reads and writes of data (``@read``, ``@write``, ``@keyspace``), MULTI/EXEC/WATCH
   (``@transaction``) and the connection's own commands (``@connection``), minus everything in
   ``@admin`` and ``@dangerous`` and minus what reaches another database (MOVE, COPY, SELECT of
@@ -20,7 +24,10 @@ in it. The server then enforces, whatever a client sends or a Lua script compute
 
 **Many learners on one server** (``python -m helpers acl --learners N`` or ``--learners ann,bob``):
 one user per learner instead, each with its own password and ``REDIS_URL``, keys only under
-``racelab:@<learner>:*`` (``helpers.backend.namespace`` puts the URL's user first), and no code
+``racelab:@<learner>:*`` (``helpers.backend.namespace`` puts the URL's user first) or with that
+prefix after a library's head of 1 to 32 characters, none of them ``@`` (``lock:racelab:@ann:...``;
+``learner_key_patterns``: one pattern per head length, since a glob's ``*`` could hold another
+learner's prefix), and no code
 of its own on the server: no EVAL, SCRIPT LOAD or FUNCTION LOAD/DELETE, only EVALSHA of the
 suite's scripts and FCALL of the suite's functions, named one by one (``+evalsha|<sha1>``,
 ``+fcall|<function>``), which the instructor loads once (``python -m helpers acl --load``).
@@ -45,7 +52,13 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import redis
 
 from helpers.backend.guard import library_functions
-from helpers.backend.namespace import LEARNER_NAME, SHARED_USER, SUITE_PREFIX
+from helpers.backend.namespace import (
+    HEAD_SEPARATORS,
+    LEARNER_NAME,
+    LIBRARY_HEAD_MAX,
+    SHARED_USER,
+    SUITE_PREFIX,
+)
 from helpers.errors import RaceLabError
 from luaload import is_library, library_name, lua_source, names
 
@@ -62,8 +75,9 @@ class SuiteCodeMismatch(RaceLabError):
 # (rules, why): one group per line of the printed explanation.
 _GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     (
-        (f"~{SUITE_PREFIX}:*", "resetchannels"),
-        f"keys under {SUITE_PREFIX}:* only (every run's keys live there); no pub/sub channels",
+        (f"~{SUITE_PREFIX}:*", f"~*[{HEAD_SEPARATORS}]{SUITE_PREFIX}:*", "resetchannels"),
+        f"keys under {SUITE_PREFIX}:* (every run's keys), or with {SUITE_PREFIX}: after a separator "
+        f"(a library's lock:{SUITE_PREFIX}:...); no pub/sub channels",
     ),
     (
         ("-@all", "+@read", "+@write", "+@keyspace", "+@transaction", "+@connection"),
@@ -222,9 +236,11 @@ def learner_names(spec: str) -> list[str]:
 # (rules, why) of a learner's user; {learner} and {db} are filled in.
 _LEARNER_GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     (
-        (f"~{SUITE_PREFIX}:@{{learner}}:*", "resetchannels"),
-        f"keys under {SUITE_PREFIX}:@<learner>:* only: this learner's runs, nobody else's; no channels",
+        (f"~{SUITE_PREFIX}:@{{learner}}:*", "~{head}" + f"{SUITE_PREFIX}:@{{learner}}:*"),
+        f"keys under {SUITE_PREFIX}:@<learner>:*, or that after a head <h> of 1-{LIBRARY_HEAD_MAX} "
+        "characters, none '@' (lock:...), one pattern per length: this learner's, nobody else's",
     ),
+    (("resetchannels",), "no pub/sub channels"),
     (
         ("-@all", "+@read", "+@write", "+@keyspace", "+@transaction", "+@connection"),
         "read and write data, MULTI/EXEC/WATCH, the connection's own commands",
@@ -266,6 +282,21 @@ _LEARNER_GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
 )
 
 
+def learner_key_patterns(learner: str) -> list[str]:
+    """Return a learner's key patterns: its prefix, then the prefix after a head of each length.
+
+    A key is the learner's if ``racelab:@<learner>:`` starts it or follows a head of 1 to
+    LIBRARY_HEAD_MAX characters with no '@' in them (every library head is such:
+    ``helpers.backend.namespace``). No key is two learners' (ann's and bob's): at the same place
+    the two prefixes differ (a name has no ':'); 1 to 6 characters apart, 'racelab' would overlap
+    itself, which it cannot; 7 or 8 apart, the later 'r' would stand on the earlier prefix's ':'
+    or '@'; further apart, the later prefix's head would hold the earlier one's '@'. A '*' in
+    the head instead could hold another learner's whole prefix (racelab:@bob:...racelab:@ann:).
+    """
+    prefix = f"{SUITE_PREFIX}:@{learner}:"
+    return [f"~{prefix}*"] + [f"~{'[^@]' * n}{prefix}*" for n in range(1, LIBRARY_HEAD_MAX + 1)]
+
+
 def learner_rules(learner: str, db: int = 0) -> list[str]:
     """Return the ACL rules of one learner's user (without the password)."""
     if not LEARNER_NAME.match(learner):
@@ -273,7 +304,9 @@ def learner_rules(learner: str, db: int = 0) -> list[str]:
     out: list[str] = []
     for group, _why in _LEARNER_GROUPS:
         for rule in group:
-            if "{sha}" in rule:
+            if "{head}" in rule:
+                out += learner_key_patterns(learner)[1:]
+            elif "{sha}" in rule:
                 out += [rule.format(sha=sha) for sha in learner_scripts().values()]
             elif "{function}" in rule:
                 out += [rule.format(function=f) for f in learner_functions()]
@@ -348,7 +381,9 @@ def explain_learners(
         "# What each group of a learner's rules allows or takes away:",
     ]
     for group, why in _LEARNER_GROUPS:
-        shown = " ".join(group).format(learner="<learner>", db=db, sha="<sha1>", function="<fn>")
+        shown = " ".join(group).format(
+            learner="<learner>", db=db, sha="<sha1>", function="<fn>", head="<h>"
+        )
         lines.append(f"#   {shown:<64} {why}")
     lines += [
         "# What Redis cannot enforce: a memory share per learner (one learner can fill maxmemory,",

@@ -19,7 +19,7 @@ python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]
                                           # print the ACL SETUSER line of the least-privilege
                                           # workshop user, and its REDIS_URL (helpers.tools.acl)
 python -m helpers acl --learners N|NAME,NAME [--url URL] [--db N]
-                                          # one user per learner (keys racelab:@<learner>:* only,
+                                          # one user per learner (keys with racelab:@<learner>:,
                                           # only the suite's scripts and functions), the server
                                           # settings, and each learner's REDIS_URL
 python -m helpers acl --load --url ADMIN_URL
