@@ -13,7 +13,8 @@ import pytest
 import redis
 
 from helpers import connect
-from helpers.backend.namespace import Namespace, library_head
+from helpers.backend.namespace import LIBRARY_HEAD_MAX, Namespace, library_head
+from helpers.backend.runs import record_key, sweep
 from helpers.instruments.schedule import run_schedule
 from helpers.tools import foreign
 
@@ -33,6 +34,7 @@ LIBRARY_KEYS = [
     f"LIMITS:{{LIMITER/{P}user/10/1/minute}}",  # limits: sliding window
     f"LIMITS:{{LIMITER/{P}user/10/1/minute}}/-1",
     f"LIMITS:{P}user/10/1/minute",  # limits, the name as its namespace
+    f"{'x' * (LIBRARY_HEAD_MAX - 1)}:{P}job",  # the longest head (32 characters)
     f"{P}job",  # redis-py's Lock: the name itself
 ]
 
@@ -50,7 +52,8 @@ NEAR_MISSES = [
     f"RACELAB-x:{P}job",  # 'racelab' in the head, in any case
     f"my app:{P}job",  # a space: no library's head
     f"lock:*:{P}job",  # a glob character in the head
-    f"{'x' * 64}:{P}job",  # a head of 65 characters
+    f"{'x' * LIBRARY_HEAD_MAX}:{P}job",  # a head of 33 characters: over the bound
+    f"lock@x:{P}job",  # an '@' in the head (a learner's ACL patterns rely on there being none)
     P.rstrip(":"),  # the prefix without its colon
     f" {P}job",
 ]
@@ -216,3 +219,22 @@ def test_a_schedule_resets_and_watches_a_library_key(lab):
     assert "lock:job" in str(trace) and lab.ns.prefix not in str(trace)
     with pytest.raises(ValueError, match="prefix"):
         run_schedule(lab, {"A": take}, "A", watch=["lock:something"])
+
+
+def test_a_sweep_removes_an_expired_runs_library_keys_and_no_near_miss(lab):
+    """helpers.backend.runs.sweep: a run whose heartbeat expired (a record, no alive key) loses
+    every key it owns, a library's lock:<prefix>... included, and nobody else's."""
+    gone = Namespace("test_namespace_foreign", learner="someone")
+    c = lab.client()
+    mine = [k.replace(P, gone.prefix) for k in LIBRARY_KEYS]
+    theirs = [k.replace(P, gone.prefix) for k in NEAR_MISSES if P in k]
+    theirs = [k.replace("something", f"something-{gone.run_id}") for k in theirs]
+    try:
+        for key in mine + theirs:
+            c.set(key, "x")
+        c.set(record_key(gone), gone.prefix)  # its alive key expired: never written here
+        assert gone.prefix in sweep(c)
+        assert c.exists(*mine) == 0 and c.exists(*theirs) == len(theirs)
+        assert not c.exists(record_key(gone))
+    finally:
+        c.delete(*theirs, record_key(gone))

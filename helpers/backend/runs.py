@@ -10,7 +10,8 @@ A learner's run (``racelab:@<learner>:``), or any run on a server the suite does
 ``Lab.close()`` (and the interpreter's exit) stops the thread and deletes both. A killed kernel
 stops the heartbeat, so its alive key expires on the server's own clock one lease later, and
 ``python -m helpers sweep`` (any user that may SCAN: the administrator, or the self-study user)
-then UNLINKs every key under that prefix and the record. A run whose heartbeat lives is never
+then UNLINKs every key that run owns (``Namespace.cleanup``: under its prefix, or a library's head
+and then the prefix, such as ``lock:<prefix>job``) and the record. A run whose heartbeat lives is never
 touched; a key under ``racelab:`` that no record names (somebody's look-alike) neither.
 ``<owner>`` is ``racelab:`` or a learner's ``racelab:@<learner>:``, inside the learner's key
 pattern; ``#`` cannot occur in a notebook name, so a record never lies under a run's prefix.
@@ -124,7 +125,7 @@ def _text(key: Any) -> str:
 
 
 def sweep(client: Any) -> list[str]:
-    """UNLINK every key of each run whose heartbeat has expired, and its record; return their prefixes.
+    """UNLINK every key each run whose heartbeat has expired owns, and its record; return their prefixes.
 
     client must be allowed to SCAN (the administrator): a learner user is not.
     """
@@ -137,8 +138,7 @@ def sweep(client: Any) -> list[str]:
         ns = Namespace(found["notebook"], found["run"], learner=found["learner"] or "")
         if _text(client.get(key) or b"") != ns.prefix or client.exists(alive_key(ns)):
             continue  # not ours, or its owner still beats
-        for stale in client.scan_iter(match=escape_glob(ns.prefix) + "*", count=1000):
-            client.unlink(stale)
+        ns.cleanup(client)  # its prefix's keys, and a library's lock:<prefix>... (Namespace.owns)
         client.unlink(key)
         swept.append(ns.prefix)
     return swept
