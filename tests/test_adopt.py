@@ -8,6 +8,7 @@ server listens, so a command that escaped the race would fail instead of passing
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import partial
 
@@ -130,3 +131,104 @@ def test_a_cold_script_cache_explores_deterministically_with_the_warm_count(lab:
     assert found.total == 6  # 2 steps each (GET, the script), as with a warm cache
     trace = run_schedule(lab, {"A": library, "B": library}, "AABB", watch=[key])
     assert trace.results == {"A": 1, "B": 2}
+
+
+# --- background threads: a round trip from a thread the actor started is refused, naming it ----
+
+
+def _renewing(key: str, seen: list, via_url: bool = False):
+    """Return an actor that takes a lease, then renews it from a thread of its own (as
+    python-redis-lock's auto-renewal does), on its own client or one it built from a URL."""
+
+    def actor(client):
+        own = redis.Redis.from_url(NOWHERE) if via_url else client
+        own.set(key, "me", px=10_000)
+
+        def renew():
+            try:
+                own.pexpire(key, 20_000)
+            except ActorRefused as exc:  # what the renewal thread itself is told
+                seen.append(exc)
+
+        thread = threading.Thread(target=renew, name="lease-renewer")
+        thread.start()
+        thread.join(5)
+        seen.append(thread.is_alive())  # False: refused at once, never parked under A's letter
+        return own.get(key)
+
+    return actor
+
+
+REFUSED = r"thread 'lease-renewer', which actor A started, sent (PEXPIRE lease 20000|PEXPIRE) "
+
+
+@pytest.mark.parametrize("via_url", [False, True], ids=["its own client", "a client from a URL"])
+def test_a_thread_the_actor_starts_is_refused_by_run_schedule(lab: Lab, via_url: bool) -> None:
+    key, seen = lab.key("lease"), []
+    with pytest.raises(ActorRefused, match=REFUSED):
+        run_schedule(lab, {"A": _renewing(key, seen, via_url)}, "AA", watch=[key])
+    assert [type(x) for x in seen] == [ActorRefused, bool] and seen[1] is False
+    assert 0 < lab.client().pttl(key) <= 10_000  # the renewal never reached the server
+
+
+@pytest.mark.parametrize("via_url", [False, True], ids=["its own client", "a client from a URL"])
+def test_a_thread_the_actor_starts_is_refused_by_explore(lab: Lab, via_url: bool) -> None:
+    key, seen = lab.key("lease"), []
+    actors = {"A": _renewing(key, seen, via_url), "B": lambda client: client.get(key)}
+    with pytest.raises(ActorRefused, match=REFUSED):
+        explore(lab, actors, lambda c, r: True, watch=[key])
+    assert isinstance(seen[0], ActorRefused) and seen[1] is False
+
+
+def test_a_gated_client_used_from_the_callers_thread_mid_run_is_refused(lab: Lab) -> None:
+    """Not only threads an actor started: any thread but the actor's own (here the test's)."""
+    from helpers.instruments.schedule import ScheduleRun
+
+    key, clients = lab.key("n"), []
+
+    def actor(client):
+        clients.append(client)
+        client.incr(key)
+        return client.incr(key)
+
+    with ScheduleRun(lab, {"A": actor}, watch=[key]) as run:
+        run.step("A")
+        with pytest.raises(ActorRefused, match=r"thread 'MainThread' sent GET n through actor A's"):
+            clients[0].get(key)
+        with pytest.raises(ActorRefused, match="MainThread"):
+            run.step("A")  # the race says so too, at its next step
+
+
+def test_a_thread_that_sends_nothing_is_no_problem_and_threads_outside_actors_are_free(
+    lab: Lab,
+) -> None:
+    key = lab.key("n")
+
+    def actor(client):
+        found = []
+        thread = threading.Thread(target=lambda: found.append(sum(range(10))))
+        thread.start()
+        thread.join()
+        return client.incr(key, found[0])
+
+    assert run_schedule(lab, {"A": actor}, "A", watch=[key]).results == {"A": 45}
+    free = []
+    thread = threading.Thread(target=lambda: free.append(lab.client().incr(key)))
+    thread.start()
+    thread.join()
+    assert free == [46]  # a thread no actor started: untouched, after a race has run
+
+
+def test_python_redis_lock_s_auto_renewal_thread_is_refused(lab: Lab) -> None:
+    redis_lock = pytest.importorskip("redis_lock")  # not pinned in the lock: only if installed
+    name = lab.key("job")
+
+    def holder(client):
+        lock = redis_lock.Lock(client, name, expire=1, auto_renewal=True)
+        assert lock.acquire(blocking=False)
+        threading.Event().wait(1.5)  # wall time: the renewer extends every 2/3 s
+        lock.release()
+        return True
+
+    with pytest.raises(ActorRefused, match="which actor A started, sent"):
+        run_schedule(lab, {"A": holder}, "A", finish=True)

@@ -15,10 +15,17 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
   schedules the bound cut.
 * **Subscribing is refused.** Pub/sub delivers messages from another connection at a time no
   step decides, so an actor that calls ``pubsub()`` gets ``ActorRefused`` saying so.
+* **Its background threads may not talk to Redis.** A schedule steps the actor's own thread (or
+  greenlet) only. A round trip from any other thread, such as a thread the actor started
+  (python-redis-lock's auto-renewal, a ``threading.Thread`` of its own), is refused with
+  ``ActorRefused`` naming that thread: on the actor's gated client (``check_sender``) or any
+  other client (a thread an actor started is remembered: ``started_by``). It is never parked
+  under the actor's letter, where its reply would be taken for the actor's. The race raises the
+  refusal too, at its next step (``ActorContext.refused``).
 
-Outside an actor, the patched methods do exactly what redis-py and ``time`` do: the check is one
-context-variable read. The patches go in the first time a race runs (``install``), never on
-import.
+Outside an actor, the patched methods do exactly what redis-py, ``time`` and ``threading`` do: the
+check is one context-variable read and one dictionary look-up of the current thread. The patches
+go in the first time a race runs (``install``), never on import.
 """
 
 from __future__ import annotations
@@ -26,7 +33,8 @@ from __future__ import annotations
 import contextvars
 import threading
 import time
-from collections.abc import Callable, Iterator
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, SupportsIndex
@@ -35,12 +43,18 @@ import redis
 
 from helpers.errors import RaceLabError
 
+try:  # the explorer's runner: an actor is a greenlet of the scheduler's thread
+    import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
+except ImportError:  # pragma: no cover - the lock has it
+    greenlet = None
+
 SPUN = "(spin bound)"
 DEFAULT_SPIN_BOUND = 20  # sleeps per actor per schedule before a retry loop is cut
 
 
 class ActorRefused(RaceLabError, RuntimeError):
-    """An actor did something a schedule cannot control (subscribe, or talk to no server at all)."""
+    """An actor did something a schedule cannot control (subscribe, talk to no server at all, or
+    send a round trip from a thread other than its own)."""
 
 
 class SpinBound(BaseException):
@@ -58,6 +72,7 @@ class ActorContext:
     spin_bound: int = DEFAULT_SPIN_BOUND
     sleeps: int = 0
     adopted: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # id -> (foreign, ours)
+    refused: list[ActorRefused] = field(default_factory=list)  # its threads' refusals (the run's)
 
     def client_for(self, foreign: Any) -> Any:
         """Return the gated client that speaks for foreign (made on first use)."""
@@ -79,6 +94,8 @@ _CURRENT: contextvars.ContextVar[ActorContext | None] = contextvars.ContextVar(
 )
 _INSTALL_LOCK = threading.Lock()
 _ORIGINAL: dict[str, Any] = {}
+# Each thread an actor started (or a thread it started started) -> that actor's context.
+_STARTED: weakref.WeakKeyDictionary[threading.Thread, ActorContext] = weakref.WeakKeyDictionary()
 
 
 def current() -> ActorContext | None:
@@ -98,6 +115,69 @@ def actor_running(context: ActorContext) -> Iterator[ActorContext]:
         context.close()
 
 
+def started_by() -> ActorContext | None:
+    """Return the context of the actor that started the current thread, or None."""
+    return _STARTED.get(threading.current_thread())
+
+
+def _here() -> str:
+    """Return the current thread's name, quoted, with its greenlet's when it is not the main one."""
+    name = repr(threading.current_thread().name)
+    glet = greenlet.getcurrent() if greenlet is not None else None
+    if glet is not None and glet.parent is not None:
+        name += f" (greenlet {getattr(glet, '__name__', None) or hex(id(glet))})"
+    return name
+
+
+What = str | Callable[[], str]  # what was sent, or how to say it (only asked when refusing)
+
+
+def _refuse(actor: str, refused: list[ActorRefused], sent: str) -> ActorRefused:
+    """Return the refusal of a round trip sent from a thread not the actor's, noted in refused."""
+    exc = ActorRefused(
+        f"{sent}: a schedule steps only an actor's own thread, so the round trip is refused "
+        f"(parked under {actor}'s letter, its reply would be taken for {actor}'s). Turn a "
+        "library's background thread off inside an actor (python-redis-lock: auto_renewal=False), "
+        "or make its work an actor of its own"
+    )
+    refused.append(exc)
+    return exc
+
+
+def _thread_words() -> str:
+    """Return 'thread 'name'', with the actor that started it if one did."""
+    started = started_by()
+    return f"thread {_here()}" + (f", which actor {started.name} started," if started else "")
+
+
+def check_sender(
+    actor: str, thread: threading.Thread | None, glet: Any, refused: list[ActorRefused], what: What
+) -> None:
+    """Raise ActorRefused unless the caller is the actor's own thread (or greenlet, if glet)."""
+    if glet is not None:
+        if greenlet.getcurrent() is glet:
+            return
+        owner = "its own greenlet"
+    else:
+        if thread is None or threading.current_thread() is thread:
+            return
+        owner = f"thread {thread.name!r}"
+    sent = what() if callable(what) else what
+    raise _refuse(
+        actor,
+        refused,
+        f"{_thread_words()} sent {sent} through actor {actor}'s client ({actor} runs in {owner})",
+    )
+
+
+def refuse_if_started(what: What) -> None:
+    """Raise ActorRefused if the current thread is one an actor started (see started_by)."""
+    context = started_by()
+    if context is not None:
+        sent = what() if callable(what) else what
+        raise _refuse(context.name, context.refused, f"{_thread_words()} sent {sent}")
+
+
 def _is_lab_client(client: Any) -> bool:
     """Return True if Lab.client made client (its pool carries the suite's wiring)."""
     pool = getattr(client, "connection_pool", None)
@@ -114,15 +194,33 @@ def install() -> None:
             pipeline=redis.Redis.pipeline,
             pubsub=redis.Redis.pubsub,
             sleep=time.sleep,
+            thread_start=threading.Thread.start,
         )
         redis.Redis.execute_command = _execute_command  # type: ignore[method-assign]
         redis.Redis.pipeline = _pipeline  # type: ignore[method-assign]
         redis.Redis.pubsub = _pubsub  # type: ignore[method-assign]
         time.sleep = _sleep
+        threading.Thread.start = _thread_start  # type: ignore[method-assign]
+
+
+def _thread_start(self: threading.Thread) -> None:
+    context = _CURRENT.get() or started_by()
+    if context is not None:
+        _STARTED[self] = context  # its round trips are refused (check_sender, refuse_if_started)
+    _ORIGINAL["thread_start"](self)
+
+
+def _words(args: Sequence[Any]) -> str:
+    """Return a command's first two words for an error message."""
+    return " ".join(
+        a.decode(errors="replace") if isinstance(a, bytes) else str(a) for a in args[:2]
+    )
 
 
 def _execute_command(self: Any, *args: Any, **options: Any) -> Any:
     context = _CURRENT.get()
+    if context is None:
+        refuse_if_started(lambda: _words(args))  # a thread an actor started: nothing escapes
     if context is None or _is_lab_client(self):
         return _ORIGINAL["execute_command"](self, *args, **options)
     return context.client_for(self).execute_command(*args, **options)
@@ -130,6 +228,8 @@ def _execute_command(self: Any, *args: Any, **options: Any) -> Any:
 
 def _pipeline(self: Any, transaction: bool = True, shard_hint: Any = None) -> Any:
     context = _CURRENT.get()
+    if context is None:
+        refuse_if_started("a pipeline")
     if context is None or _is_lab_client(self):
         return _ORIGINAL["pipeline"](self, transaction, shard_hint)
     return context.client_for(self).pipeline(transaction, shard_hint)
@@ -167,6 +267,9 @@ __all__ = [
     "ActorRefused",
     "SpinBound",
     "actor_running",
+    "check_sender",
     "current",
     "install",
+    "refuse_if_started",
+    "started_by",
 ]

@@ -58,7 +58,15 @@ from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
 from helpers.errors import RaceLabError
 from helpers.instruments import blocking
-from helpers.instruments.adopt import SPUN, ActorContext, ActorRefused, SpinBound, actor_running
+from helpers.instruments.adopt import (
+    SPUN,
+    ActorContext,
+    ActorRefused,
+    SpinBound,
+    actor_running,
+    check_sender,
+    refuse_if_started,
+)
 from helpers.instruments.footprint import (
     EVERYTHING,
     NOTHING,
@@ -331,10 +339,16 @@ class Gate(Mode):
         self.open_state = False  # a WATCH or MULTI left open on the connection
 
     def before_round_trip(self, commands: list[Command]) -> list[Command] | None:
-        """Count, park until the run grants this actor a step (or raise Aborted); return what to send."""
+        """Refuse another thread's round trip (ActorRefused), count, park until the run grants
+        this actor a step (or raise Aborted); return what to send instead, if anything."""
+        run = self.run
+        if run is not None:
+            run._check_sender(self.actor, commands)
+        else:
+            refuse_if_started(lambda: describe_round_trip(commands, _text))
         super().before_round_trip(commands)
-        if self.run is not None:
-            return self.run._park(self.actor, commands)
+        if run is not None:
+            return run._park(self.actor, commands)
         return None
 
     def on_reply(self, command: Command, reply: Any) -> None:
@@ -576,6 +590,7 @@ class ScheduleRun:
         self._keys = self._connections.key_table if footprints else None
         self._greenlets = runner == "greenlet" and greenlet is not None
         self._hub = greenlet.getcurrent() if self._greenlets else None
+        self.refused: list[ActorRefused] = []  # round trips from threads not an actor's own
         try:
             if to_reset:
                 self.observer.delete(*to_reset)
@@ -610,6 +625,13 @@ class ScheduleRun:
         self._wait_until_parked(state)
         self._refuse_if_ungated(state)
 
+    def _check_sender(self, name: str, commands: list[Command]) -> None:
+        """Raise ActorRefused if this round trip of name's client comes from another thread."""
+        state = self.actors.get(name)
+        if state is not None:
+            what = lambda: describe_round_trip(commands, self.short)  # noqa: E731 - asked on refusal
+            check_sender(name, state.thread, state.glet, self.refused, what)
+
     def _refuse_if_ungated(self, state: _ActorState) -> None:
         """Raise ActorRefused if the actor ended without one round trip the race could see."""
         if state.done and state.round_trips == 0 and state.result is not SPUN:
@@ -626,6 +648,7 @@ class ScheduleRun:
             state.name,
             lambda decode: self.lab.client(mode=gate, decode_responses=decode, node=node),
             self.lab.release,
+            refused=self.refused,
         )
         try:
             with actor_running(context):
@@ -734,6 +757,8 @@ class ScheduleRun:
     def _check_crash(self, state: _ActorState) -> None:
         if state.crash is not None:
             raise state.crash
+        if self.refused:  # a thread other than an actor's own sent a round trip: refused there
+            raise self.refused[0]
 
     def _switch(self, state: _ActorState, *args: Any) -> None:
         """Switch into the actor's greenlet until it parks or ends; ScheduleError if it hangs."""
@@ -765,8 +790,7 @@ class ScheduleRun:
                 f"actor {state.name} did not reach its next round trip within "
                 f"{STEP_TIMEOUT_S:g} s (is it waiting for something else?)"
             )
-        if state.crash is not None:
-            raise state.crash
+        self._check_crash(state)
 
     def _state(self) -> str:
         return read_state(self.observer, self.watch, self.short) if self.observe else ""
