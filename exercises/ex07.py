@@ -1,8 +1,9 @@
 """Self-check for notebook 07 (fencing and failover): your own fenced write.
 
 The check runs the learner's ``my_fenced_write(client, resource, fence_key, fence, value)`` on
-fresh keys of its own (one hash tag, so it works on a cluster too): on its own, in the notebook's
-late-writer schedule, and through every interleaving of two writers with different fences.
+fresh keys of its own (one hash tag, so it works on a cluster too): on its own, through every
+interleaving of two writers with different fences, and in the notebook's report writers
+explored with a pause (a late writer must be refused).
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from typing import Any
 from exercises import Wrong, exercise
 from exercises.judge import as_bool, raise_if_fault, story
 from helpers.backend.lab import Lab
-from helpers.instruments.explore import explore
-from helpers.instruments.schedule import lease_expires, run_schedule
+from helpers.instruments.explore import Exploration, explore
 from races import locks
 
 LEASE_MS = 10_000
@@ -81,32 +81,49 @@ def _multi_digit_fences(client: Any, write: Write, resource: str, fence_key: str
         )
 
 
-def _report_writer(client: Any, token: str, write: Write, keys: dict[str, str]) -> str:
-    """Take the job lock with a fence, write the report with write, release the lock."""
+def _report_writer(client: Any, token: str, write: Write, keys: dict[str, str]) -> Any:
+    """Take the job lock with a fence, write the report with write, release; return the fence."""
     fence = locks.acquire_fenced(client, keys["lock"], keys["fence"], token, LEASE_MS)
     if fence is None:
         return "busy"
     wrote = write(client, keys["report"], keys["report_fence"], fence, f"{token}'s report")
     locks.release_lua(client, keys["lock"], token)
-    return "wrote" if wrote else "refused"
+    return fence if wrote else "refused"
 
 
-def _late_writer_survives(lab: Lab, write: Write, keys: dict[str, str]) -> None:
-    """Raise Wrong if, in ATBBAAB, A's late write (fence 1) replaces B's report (fence 2)."""
+def _newest_report_stands(report: str) -> Callable[[Any, dict[str, Any]], bool]:
+    """Return the notebook's invariant: the report is the one written under the newest grant."""
+
+    def invariant(client: Any, results: dict[str, Any]) -> bool:
+        wrote = {name: r for name, r in results.items() if isinstance(r, int)}
+        newest = max(wrote, key=lambda name: wrote[name], default=None)
+        return newest is None or client.get(report) == f"tok-{newest}'s report"
+
+    return invariant
+
+
+def _late_writer_refused(lab: Lab, write: Write, keys: dict[str, str]) -> Exploration:
+    """Raise Wrong if, with a pause, a late writer's report replaces a newer grant's; return it."""
     writers = {n: partial(_report_writer, token=f"tok-{n}", write=write, keys=keys) for n in "AB"}
-    run_schedule(
+    paused = explore(
         lab,
-        writers | {"T": lease_expires(keys["lock"])},
-        "ATBBAAB",
-        finish=True,
+        writers,
+        _newest_report_stands(keys["report"]),
+        watch=[keys["lock"], keys["report"]],
         reset=list(keys.values()),
+        faults=("pause",),
     )
-    report = lab.client().get(keys["report"])
-    if report != "tok-B's report":
+    for outcome in paused.outcomes:
+        raise_if_fault(outcome.results.values())
+    if paused.bad:
+        bad = paused.trace(paused.bad[0])
         raise Wrong(
-            f"in the notebook's schedule ATBBAAB the report ends as {report!r}: A's late "
-            "write with fence 1 must be refused after B wrote with fence 2"
+            f"the notebook's report writers with a pause: {paused.summary()}, e.g. {story(bad)}; "
+            f"it ends with {bad.final_state}: a late write with an older fence must be refused "
+            "after a newer one wrote",
+            detail="the comparison and the write must be one step (one script)",
         )
+    return paused
 
 
 def _newest_wins(resource: str, fence_key: str) -> Callable[[Any, dict[str, Any]], bool]:
@@ -137,7 +154,7 @@ def _newest_wins(resource: str, fence_key: str) -> Callable[[Any, dict[str, Any]
     ],
 )
 def fenced_write(lab: Lab, write: Any) -> str:
-    """Run the learner's fenced write alone, in ATBBAAB and through every two-writer schedule."""
+    """Run the learner's fenced write alone, raced, and in the report writers with a pause."""
     if not callable(write):
         raise Wrong(
             "my_fenced_write must be a function (client, resource, fence_key, fence, value) -> bool"
@@ -149,7 +166,6 @@ def fenced_write(lab: Lab, write: Any) -> str:
     admin = lab.client()
     try:
         _direct_problems(admin, write, resource, fence_key)
-        _late_writer_survives(lab, write, keys)
         writers = {
             "A": partial(write, resource=resource, fence_key=fence_key, fence=1, value="old"),
             "B": partial(write, resource=resource, fence_key=fence_key, fence=2, value="new"),
@@ -170,10 +186,11 @@ def fenced_write(lab: Lab, write: Any) -> str:
                 f"with {bad.final_state}",
                 detail="the comparison and the write must be one step (one script)",
             )
+        paused = _late_writer_refused(lab, write, keys)
     finally:
         admin.delete(*keys.values())
         admin.close()
     return (
-        f"older fences are refused, equal and newer ones write, A's late write in ATBBAAB "
-        f"is refused, and {every.summary()} with two concurrent writers"
+        f"older fences are refused, equal and newer ones write; two concurrent writers: "
+        f"{every.summary()}; the report writers with a pause: {paused.summary()}"
     )

@@ -7,9 +7,9 @@ from exercises.predict import Choice, prediction
 
 prediction(
     "07.after_failover",
-    "X took the lock (fence 1) and let go, and the replica has it. Then the replica stalls, A "
-    "takes the lock on the primary (fence 2), the primary is lost and the replica is promoted. "
-    "B asks the new primary for the lock. What does B get?",
+    "X took the lock (fence 1) and let go, and the replica has it. Then A takes the lock on the "
+    "primary (fence 2), the primary fails over to the replica (which applied nothing since X) "
+    "and B asks the new primary for the lock. What does B get?",
     {
         "a": Choice(
             "Nothing: A still holds the lock",

@@ -18,8 +18,9 @@ This is not a load harness: concurrent clients run through ``helpers.run_clients
 The advanced notebooks import everything they use from here or from ``helpers``, never from the
 inner packages, so this module also hands on the few plumbing names they show: how a script or
 library reaches the server (``lua_source``, ``lua_path``, ``load_library``, ``delete_library``,
-``fcall_reloading``), the throwaway servers themselves (``RedisServer``, ``RedisClusterServer``)
-and 07's failover steps (``fail_over``, ``stall_replication``, ``fence_after_failover``).
+``fcall_reloading``), the throwaway servers themselves (``RedisServer``, ``RedisClusterServer``),
+07's failover steps (``fail_over``, ``stall_replication``, ``fence_after_failover``) and
+``available(lab, kind)``: why the explorer refuses a fault (restart, failover) on a lab ('' if not).
 """
 
 from __future__ import annotations
@@ -57,6 +58,7 @@ from helpers.backend.server import (
 )
 from helpers.errors import RaceLabError
 from helpers.instruments.failover import fail_over, fence_after_failover, stall_replication
+from helpers.instruments.faults import available
 
 T = TypeVar("T")
 
@@ -387,6 +389,7 @@ def live_or_recorded(
 
 
 __all__ = [
+    "available",
     "BackgroundCall",
     "delete_library",
     "error_text",
