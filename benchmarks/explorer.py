@@ -8,7 +8,11 @@ for each (actors that never conflict). A cell is run three ways where the code h
   reduction runs its default);
 * ``reduce``: one schedule per class of equivalent schedules (``explore(..., reduce=True)``, the
   default), which answers for every schedule;
-* ``preemptions=2``: every schedule with at most 2 preemptions (``explore(..., preemptions=2)``).
+* ``preemptions=2``: every schedule with at most 2 preemptions (``explore(..., preemptions=2)``);
+* ``floor`` (``--floor``): no explorer at all: the round trips an exhaustive search sends (one
+  DEL per replay, then every actor's GETs and SETs), sent one after another on one plain
+  client. It is what redis-py and the backend cost for those commands, which no replay scheme
+  that runs the actors' real client code can go below.
 
 Each cell runs in a subprocess of its own, on the embedded backend and on a throwaway real
 redis-server. ``--before TREE`` runs the same cells, exhaustive only, on another checkout of the
@@ -113,6 +117,35 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
         }
 
 
+def run_floor(cell: str, backend: str) -> dict[str, Any]:
+    """Send the round trips an exhaustive search of the cell sends, with no explorer; time them."""
+    from helpers import connect
+
+    actors, steps, keys = CELLS[cell]
+    replays = count_interleavings(*[steps] * actors)
+    with connect("bench_explorer_floor", backend=backend) as lab:
+        names = "ABCDEFGH"[:actors]
+        key_of = {n: lab.key("n" if keys == "one" else f"n-{n}") for n in names}
+        client = lab.client()
+        started, cpu = time.perf_counter(), time.process_time()
+        for _ in range(replays):
+            client.delete(*set(key_of.values()))
+            for name in names:
+                read_modify_write(client, key_of[name], steps)
+        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        round_trips = replays * (1 + actors * steps)
+        return {
+            "schedules": replays,
+            "runs": replays,
+            "classes": None,
+            "complete": True,
+            "seconds": round(seconds, 3),
+            "cpu_seconds": round(cpu, 3),
+            "runs_per_s": round(replays / seconds, 1),
+            "us_per_round_trip": round(seconds / round_trips * 1e6, 1),
+        }
+
+
 def _subprocess(tree: Path, cell: str, way: str, backend: str, timeout: float) -> dict[str, Any]:
     """Run one cell in a fresh interpreter that imports the suite from tree; return its figures."""
     env = {**os.environ, "PYTHONPATH": str(tree), "RACELAB_BACKEND": backend}
@@ -129,8 +162,10 @@ def _subprocess(tree: Path, cell: str, way: str, backend: str, timeout: float) -
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _ways_for(cell: str, before: bool) -> list[str]:
-    return ["exhaustive"] if before else list(WAYS)
+def _ways_for(cell: str, before: bool, floor: bool = False) -> list[str]:
+    if before:
+        return ["exhaustive"]
+    return [*WAYS, "floor"] if floor and CELLS[cell][2] == "one" else list(WAYS)
 
 
 def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
@@ -145,7 +180,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             actors, steps, _keys = CELLS[cell]
             every = count_interleavings(*[steps] * actors)
             for label, tree in trees:
-                for way in _ways_for(cell, label == "before"):
+                for way in _ways_for(cell, label == "before", args.floor):
                     row: dict[str, Any] = {
                         "backend": backend,
                         "cell": cell,
@@ -153,7 +188,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "way": way,
                         "interleavings": every,
                     }
-                    if way == "exhaustive" and every > MAX_SCHEDULES:
+                    if way in ("exhaustive", "floor") and every > MAX_SCHEDULES:
                         row["skipped"] = f"{every:,} schedules, over the {MAX_SCHEDULES:,} limit"
                     else:
                         row.update(_subprocess(tree, cell, way, backend, args.timeout))
@@ -171,6 +206,7 @@ def _line(row: dict[str, Any]) -> str:
         f"{head} {row['schedules']:>7,} schedules {row['runs']:>7,} runs {classes:>7} classes "
         f"{row['seconds']:>8.2f} s {row['runs_per_s']:>9,.1f} runs/s  cpu {row['cpu_seconds']:>7.2f} s"
         f"{'' if row.get('complete', True) else '  (bounded)'}"
+        + (f"  {row['us_per_round_trip']} us per round trip" if "us_per_round_trip" in row else "")
     )
 
 
@@ -211,16 +247,34 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--real-cells", help="comma-separated cells to run on real (default all)")
     parser.add_argument("--timeout", type=float, default=300.0, help="cap per cell, in seconds")
     parser.add_argument("--out", type=Path, default=RESULTS, help="the results file")
+    parser.add_argument("--floor", action="store_true", help="also time the bare round trips")
+    parser.add_argument(
+        "--append",
+        action="store_true",
+        help="keep the results file's other rows (a row measured again is replaced)",
+    )
     parser.add_argument("--cell", help=argparse.SUPPRESS)  # the subprocess side
     parser.add_argument("--way", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.cell:
-        print(json.dumps(run_cell(args.cell, args.way, args.backend)))
+        if args.way == "floor":
+            print(json.dumps(run_floor(args.cell, args.backend)))
+        else:
+            print(json.dumps(run_cell(args.cell, args.way, args.backend)))
         return 0
     args.backends = args.backends.split(",")
     load_before = os.getloadavg()
     rows = measure(args)
+    runs = [provenance(argv, load_before)]
+    if args.append and args.out.is_file():
+        old = json.loads(args.out.read_text())
+        fresh = {(r["backend"], r["cell"], r["code"], r["way"]) for r in rows}
+        kept = [
+            r for r in old["rows"] if (r["backend"], r["cell"], r["code"], r["way"]) not in fresh
+        ]
+        rows = kept + rows
+        runs = old.get("runs", [old["provenance"]]) + runs
     data = {
         "name": "explorer",
         "what": "explore() on actors alternating GET and SET (one key shared, or a key each)",
@@ -228,7 +282,8 @@ def main(argv: list[str]) -> int:
         "max_schedules": MAX_SCHEDULES,
         "before": str(args.before) if args.before else None,
         "before_commit": _commit(args.before) if args.before else None,
-        "provenance": provenance(argv, load_before),
+        "provenance": runs[-1],
+        "runs": runs,  # every invocation that wrote rows here (--append), oldest first
         "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

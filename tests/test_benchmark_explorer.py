@@ -11,7 +11,10 @@ from benchmarks import explorer
 def test_one_cell_on_embedded_gives_every_way_and_its_provenance(tmp_path: Path) -> None:
     out = tmp_path / "explorer.json"
     assert (
-        explorer.main(["--only", "2x4 one key", "--backends", "embedded", "--out", str(out)]) == 0
+        explorer.main(
+            ["--only", "2x4 one key", "--backends", "embedded", "--out", str(out), "--floor"]
+        )
+        == 0
     )
     data = json.loads(out.read_text())
     rows = {row["way"]: row for row in data["rows"]}
@@ -20,6 +23,14 @@ def test_one_cell_on_embedded_gives_every_way_and_its_provenance(tmp_path: Path)
     assert rows["reduce"]["schedules"] == 70  # the classes answer for every schedule
     assert rows["preemptions=2"]["schedules"] == 26 and rows["preemptions=2"]["complete"] is False
     assert {"date", "commit", "load_average", "cpu_count"} <= set(data["provenance"])
+    # The floor: the same 70 x 9 round trips on a plain client, no explorer.
+    assert rows["floor"]["runs"] == 70 and rows["floor"]["us_per_round_trip"] > 0
+    # --append keeps the other rows and replaces a row measured again.
+    argv = ["--only", "2x4 one key", "--backends", "embedded", "--out", str(out), "--append"]
+    assert explorer.main(argv) == 0
+    again = json.loads(out.read_text())
+    assert len(again["runs"]) == 2 and {r["way"] for r in again["rows"]} == set(rows)
+    assert len(again["rows"]) == len(data["rows"])
 
 
 def test_a_cell_over_the_limit_is_skipped_with_its_reason(tmp_path: Path) -> None:
