@@ -297,14 +297,22 @@ class Verdict:
         return f"{self.bad} of {self.total} schedules break it{example}"
 
 
+THREADS = "refused: its round trips come from threads of its own, which no step controls"
+
+
 def verdict(race: Race, story: str = "") -> Verdict:
     """Return the race's verdict over every schedule (story 'release': T before B's first step)."""
     try:
         every = race.explore(reduce=False)
     except ActorRefused as refused:
-        return Verdict(reason=f"refused: {str(refused).split(':')[0]}")
-    except greenlet.error:  # round trips from a thread the actor did not run in
-        return Verdict(reason="not explored: its round trips come from a thread pool of its own")
+        said = str(refused)
+        if "subscribes" in said:
+            return Verdict(reason="refused: it subscribes (pub/sub), which no step controls")
+        if "thread" not in said:
+            return Verdict(reason=f"refused: {said.split(':')[0]}")
+        return Verdict(reason=THREADS)
+    except greenlet.error:  # a round trip from a thread that is not the actor's own
+        return Verdict(reason=THREADS)
     judged = every.outcomes
     if story == "release":  # the lease that runs out must be A's, not B's
         judged = [o for o in judged if o.schedule.index("T") < o.schedule.index("B")]
