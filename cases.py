@@ -23,7 +23,7 @@ from functools import partial
 from importlib.metadata import version
 from typing import Any
 
-import greenlet
+import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
 import limits
 import portalocker
 import pottery
@@ -155,7 +155,7 @@ class LimiterCase:
     """A rate limiter: its distribution, hit, and the key it counts in ({name} filled)."""
 
     distribution: str
-    hit: Callable[[Any, str], bool]
+    hit: Callable[..., bool]  # (client, name)
     key: str
 
 
