@@ -15,10 +15,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
+import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
+
 from exercises import Wrong, exercise
 from exercises.judge import raise_if_fault, row_text, story
 from helpers.backend.lab import Lab
-from helpers.instruments.adopt import SPUN
+from helpers.instruments.adopt import SPUN, ActorRefused
 from helpers.instruments.explore import Exploration, explore
 from helpers.instruments.schedule import lease_expires, run_schedule
 
@@ -221,6 +223,11 @@ def own_library(lab: Lab, case: Any) -> str:
         _says_busy(lab, take, name, keys)
         _release_frees(lab, take, release, name, keys)
         return _stories(lab, take, release, name, keys)
+    except (ActorRefused, greenlet.error) as exc:  # its own threads, or pub/sub
+        said = str(exc) if isinstance(exc, ActorRefused) else "it talks from threads of its own"
+        raise Wrong(
+            f"a schedule cannot step this library, so it gets no case file ({said}): choose another"
+        ) from None
     finally:
         _clear(lab, name)
         _clear(lab, lab.ns.tagged("ex08", "log"))

@@ -19,6 +19,7 @@ import pytest
 from packaging.requirements import Requirement
 
 import cases
+from exercises import WRONG, check
 from helpers import Lab
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -94,3 +95,9 @@ def test_a_verdict_says_its_counts_or_why_it_has_none() -> None:
     assert str(cases.Verdict(2, 9, "ABAB")) == "2 of 9 schedules break it, e.g. ABAB"
     assert cases.Verdict(0, 6).cell() == "0/6"
     assert cases.Verdict(reason="not explored: x").cell() == "no verdict"
+
+
+def test_the_exercise_refuses_a_library_no_schedule_can_step(lab: Lab) -> None:
+    verdict = check(lab, "08.own_library", (cases.take_pottery, cases.release_pottery))
+    assert verdict.status == WRONG and "cannot step this library" in verdict.message
+    assert check(lab, "08.own_library", (cases.take_redlock_py, cases.release_redlock_py))
