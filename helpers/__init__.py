@@ -8,6 +8,8 @@ What a learner imports comes from here, e.g. ``from helpers import Race, connect
   an order, ``.explore()`` tries every order, ``.stepper()`` lets the learner choose, and
   ``.load(clients=8)`` runs it under real threads;
 * ``Invariant(name, sentence, check)``: what must hold after a race, said in words;
+* ``ActorRefused``: an actor did what no schedule controls (subscribed, or sent nothing the race
+  could see); ``SPUN``: the result of an actor whose retry loop its spin bound cut;
 * ``run_schedule``, ``explore``, ``Stepper``, ``lease_expires``, ``run_clients``: the instruments
   a ``Race`` calls, for notebooks that use one of them alone;
 * ``plot_timeline``, ``cost_vs_size`` and the other plots; ``lease_span``, ``hold_spans``: the spans it shades
@@ -24,6 +26,7 @@ from helpers.backend.guard import UnsafeCommandError
 from helpers.backend.lab import Capabilities, Lab, connect
 from helpers.backend.modes import client_stats
 from helpers.backend.scripts import lua
+from helpers.instruments.adopt import SPUN, ActorRefused
 from helpers.instruments.explore import explore
 from helpers.instruments.history import hold_spans, lease_span
 from helpers.instruments.invariant import Invariant
@@ -38,6 +41,8 @@ from helpers.instruments.stepper import Stepper
 from helpers.instruments.work import count_work
 
 __all__ = [
+    "SPUN",
+    "ActorRefused",
     "Capabilities",
     "Invariant",
     "Lab",

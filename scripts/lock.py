@@ -6,8 +6,8 @@
 Two files pin every package exactly, for Python >= 3.11 on every platform (uv's universal
 resolution: a line may carry a marker):
 
-- requirements-learner.lock: what the notebooks need (pyproject.toml's dependencies and theirs);
-  `make lab` installs only this.
+- requirements-learner.lock: what the notebooks need (pyproject.toml's dependencies, the extras
+  in LEARNER_EXTRAS, and theirs); `make lab` installs only this.
 - requirements.lock: ``-r requirements-learner.lock``, then one line per package that only the
   `test` extra brings (pytest, nbval, playwright, ruff, ...); `make venv`, `make test` and
   `make check` install it. Adding a test-only pin by hand is one line here.
@@ -36,6 +36,8 @@ ENVIRONMENT = ROOT / "environment.yml"
 PYTHON = "3.11"  # the oldest Python the suite supports: the lock holds from there up
 UV = Path(sys.executable).with_name("uv")
 INCLUDE = f"-r {LEARNER_LOCK.name}"
+# pyproject.toml's optional extras that belong to the learner's lock (the notebooks import them).
+LEARNER_EXTRAS = ("cases",)
 
 # What each direct package is for; printed beside it in environment.yml and requirements.lock.
 NOTES = {
@@ -48,6 +50,12 @@ NOTES = {
     "lupa": "Lua for fakeredis (fakeredis[lua]): EVAL, EVALSHA, FUNCTION",
     "xxhash": "XXH3-64, the hash behind DIGEST and IFDEQ/IFDNE",
     "matplotlib": "timelines and timing plots",
+    "limits": "notebook 08: a rate limiter (flask-limiter's, slowapi's)",
+    "python-redis-rate-limit": "notebook 08: a rate limiter",
+    "python-redis-lock": "notebook 08: a lock",
+    "pottery": "notebook 08: a lock (Redlock)",
+    "redlock-py": "notebook 08: a lock (Redlock)",
+    "portalocker": "notebook 08: a lock (RedisLock, pub/sub)",
     "nbval": "runs every notebook as a test and compares outputs",
     "pytest": "unit tests",
     "hypothesis": "generated command sequences for the differential tests",
@@ -113,8 +121,12 @@ def compile_locks(upgrade: bool) -> None:
         both = Path(tmp) / "both.txt"  # the current pins, which uv keeps where it can
         current = [p for f in (LEARNER_LOCK, LOCK) if f.exists() for p in pins(f.read_text())]
         both.write_text("\n".join(current) + "\n")
-        _uv_compile("--extra", "test", "--no-annotate", "-o", str(both), *(["--upgrade"] * upgrade))
-        _uv_compile("--constraint", str(both), "-o", LEARNER_LOCK.name)
+        extras = [arg for extra in LEARNER_EXTRAS for arg in ("--extra", extra)]
+        _uv_compile(
+            "--extra", "test", *extras, "--no-annotate", "-o", str(both),
+            *(["--upgrade"] * upgrade),
+        )  # fmt: skip
+        _uv_compile("--constraint", str(both), *extras, "-o", LEARNER_LOCK.name)
         annotated = LEARNER_LOCK.read_text().replace(f"    #   -c {both}\n", "")
         LEARNER_LOCK.write_text(annotated.replace(f"    # via -c {both}\n", ""))
         learner = set(pins(LEARNER_LOCK.read_text()))

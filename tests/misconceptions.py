@@ -174,6 +174,37 @@ PREDICT = (
     '"AAB": {{"admitted": {2}, "counter": {3}}}}}'
 )
 
+# 08: a lock's take and release, with the take's body and the release's line filled in
+CASE_REDIS_PY = """
+def my_take(client, name):
+    lock = client.lock(name, timeout=10)
+    {take}
+
+
+def my_release(lock):
+    {release}
+    return "released"
+
+
+my_case = (my_take, my_release)
+"""
+REDIS_PY_TAKE = "return lock if lock.acquire(blocking=False) else None"
+CASE_PRL = """
+import redis_lock
+
+
+def my_take(client, name):
+    lock = redis_lock.Lock(client, name, expire=10)
+    {take}
+
+
+def my_release(lock):
+    {release}
+"""
+CASE_PRL += "\n\nmy_case = (my_take, my_release)\n"
+PRL_TAKE = "if lock.acquire(blocking=False):\n        return lock"
+PRL_RELEASE = 'lock.release()\n    return "released"'
+
 CASES = [
     # 00: predict AABB
     Case("00.aabb", "lost update where there is none", "predicted = 11", r"read '11'.*holds 12"),
@@ -544,6 +575,32 @@ CASES = [
         fenced(ret="", tail=""),
         r"return value is None: answer True or False",
     ),
+    # 08: your own case file (a lock of the learner's choice)
+    Case(
+        "08.own_library",
+        "acquire's answer ignored: the lock object is truthy",
+        CASE_PRL.format(take="lock.acquire(blocking=False)\n    return lock", release=PRL_RELEASE),
+        r"B's my_take returned a lock too: .*A's SET .* \(reply 'OK'\).*B's SET .* \(reply nil\)",
+    ),
+    Case(
+        "08.own_library",
+        "a blocking take (the context-manager habit)",
+        CASE_REDIS_PY.format(take="lock.acquire()\n    return lock", release="lock.release()"),
+        r"B's my_take never returned: it retried \d+ times.*blocking=False",
+    ),
+    Case(
+        "08.own_library",
+        "valid but harmless: a release that only says so",
+        CASE_PRL.format(take=PRL_TAKE, release='return "released"'),
+        r"after my_release \(which returned 'released'\), the lock's key lock:\{ex08\}:lock is "
+        r"still there",
+    ),
+    Case(
+        "08.own_library",
+        "a blind release: DEL of the key, whoever holds it",
+        CASE_REDIS_PY.format(take=REDIS_PY_TAKE, release="lock.redis.delete(lock.name)"),
+        r"A's late release deleted B's lock in \d+ of \d+ schedules: in ATBA: .*A's DEL .*\(reply 1\)",
+    ),
 ]
 
 ACCEPTED = [
@@ -576,6 +633,12 @@ ACCEPTED = [
         "07.fenced_write",
         "the fence kept in Lua as a number, compared with >",
         fenced(refuse="seen > tonumber(ARGV[1])"),
+        "",
+    ),
+    Case(
+        "08.own_library",
+        "python-redis-lock as its README shows (a late release raises NotAcquired)",
+        CASE_PRL.format(take=PRL_TAKE, release=PRL_RELEASE),
         "",
     ),
 ]
