@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -154,3 +155,32 @@ def test_wait_for_a_replica_that_is_not_there_times_out_logically(lab: Lab) -> N
     start = time.monotonic()
     found = explore(lab, {"A": write_then_wait}, lambda c, r: r["A"] == 0, watch=[key])
     assert (found.total, found.bad_count) == (1, 0) and time.monotonic() - start < 8
+
+
+def test_python_redis_lock_s_blocking_acquire_explores_to_the_end(lab: Lab) -> None:
+    redis_lock = pytest.importorskip("redis_lock")  # the 'cases' extra pins it
+    logging.getLogger("redis_lock").setLevel(logging.ERROR)
+    name = lab.key("job")  # the library keys it lock:<name> and lock-signal:<name>
+    inside = lab.key("inside")
+
+    def take_work_release(client: Any) -> int:
+        """Acquire as the README shows (blocking: BLPOP on its signal list), work, release."""
+        lock = redis_lock.Lock(client, name, expire=60)
+        lock.acquire()  # blocking=True: parks in BLPOP until the holder's release signals
+        together = int(client.incr(inside))
+        client.decr(inside)
+        lock.release()
+        return together
+
+    found = explore(
+        lab,
+        {"A": take_work_release, "B": take_work_release},
+        lambda c, r: sorted(r.values()) == [1, 1],
+        watch=[f"lock:{name}", f"lock-signal:{name}", inside],
+    )
+    # Before: B's BLPOP blocked the step until a wall-clock timeout. Now B waits (out of the
+    # runnable set) until A's release pushes the signal, and every schedule runs to its end.
+    assert found.total > 1 and found.bad_count == 0 and found.complete
+    waited = [s for s in found.good if len(s) == 12]  # SET NX refused, then BLPOP, then again
+    trace = found.trace(waited[0])
+    assert any(row.command.startswith("BLPOP lock-signal:job") for row in trace.rows)
