@@ -391,7 +391,7 @@ def test_an_actor_that_waits_for_something_other_than_redis_is_stopped_with_its_
 
     def waits(client: object) -> str:
         client.get(key)  # type: ignore[attr-defined]
-        never.wait()  # nobody sets it
+        never.wait(60)  # nobody sets it (the bound only keeps a broken watchdog from hanging)
         return "done"
 
     start = time.monotonic()

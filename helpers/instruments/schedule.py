@@ -371,21 +371,27 @@ class _Watchdog:
     under way, one daemon thread (for the whole process, polling a few times a second, so a step
     costs it nothing) watches the clock; past the deadline it sends SIGINT to the main thread,
     whose KeyboardInterrupt (raised in the actor, where it waits) the run turns into a
-    ScheduleError naming the actor. Off the main thread, or where SIGINT is not Python's to
-    handle, nothing can be interrupted, so it does not arm.
+    ScheduleError naming the actor. Where SIGINT is ignored (a background job), Python's handler
+    stands in while a switch is under way. Off the main thread nothing can be interrupted, so it
+    does not arm.
     """
 
     def __init__(self) -> None:
         self.fired = False
         self._since: float | None = None  # when the switch under way began
+        self._restore: Any = None  # SIGINT's disposition to put back at disarm (SIG_IGN, SIG_DFL)
         self._thread: threading.Thread | None = None
 
     def arm(self) -> bool:
         """Start the clock for one switch; return False when it cannot watch (not the main thread)."""
         if threading.current_thread() is not threading.main_thread():
             return False
-        if not callable(signal.getsignal(signal.SIGINT)):
-            return False  # SIGINT ignored or left to the OS: an interrupt would not be ours
+        handler = signal.getsignal(signal.SIGINT)
+        if handler is None:
+            return False  # a handler Python did not install: the interrupt is not ours to send
+        if not callable(handler):  # ignored or left to the OS (a background job): ours meanwhile
+            self._restore = handler
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         self._since = time.monotonic()
         if self._thread is None:
             self._thread = threading.Thread(
@@ -396,6 +402,9 @@ class _Watchdog:
 
     def disarm(self) -> None:
         self._since = None
+        if self._restore is not None:
+            signal.signal(signal.SIGINT, self._restore)
+            self._restore = None
 
     def _watch(self) -> None:
         while True:
