@@ -151,27 +151,15 @@ def _holder(client: Any, take: Take, release: Release, name: str, log: str, me: 
     return _released(release, lock)
 
 
-def _one_inside(log: str) -> Callable[[Any, dict[str, Any]], bool]:
-    """Return the invariant: nobody goes in while another holder is inside."""
-
-    def one_inside(client: Any, results: dict[str, Any]) -> bool:
-        inside = 0
-        for entry in client.lrange(log, 0, -1):
-            inside += 1 if str(entry).endswith(" in") else -1
-            if inside > 1:
-                return False
-        return True
-
-    return one_inside
-
-
 def _stories(lab: Lab, take: Take, release: Release, name: str, keys: list[str]) -> str:
     """Run stories 1 to 3; raise Wrong on 1 or 2; return the three verdicts."""
+    from cases import one_inside  # the notebook's invariant (imports the libraries: only here)
+
     log = lab.ns.tagged("ex08", "log")
     holders = {
         n: partial(_holder, take=take, release=release, name=name, log=log, me=n) for n in "AB"
     }
-    every = explore(lab, holders, _one_inside(log), watch=[*keys, log])
+    every = explore(lab, holders, one_inside(log), watch=[*keys, log])
     _no_faults(every)
     if every.bad:
         raise Wrong(f"two holders were inside at once: {story(every.trace(every.bad[0]))}")
@@ -186,7 +174,7 @@ def _stories(lab: Lab, take: Take, release: Release, name: str, keys: list[str])
     actors = {"A": releaser, "T": lease_expires(keys[0]), "B": lambda c: bool(take(c, name))}
     second = explore(lab, actors, b_keeps_its_lock, watch=keys)
     _no_faults(second)
-    judged = [o for o in second.outcomes if o.schedule.index("T") < o.schedule.index("B")]
+    judged = [o for o in second.schedules if o.schedule.index("T") < o.schedule.index("B")]
     broken = [o.schedule for o in judged if not o.ok]
     if broken:
         raise Wrong(
@@ -195,7 +183,7 @@ def _stories(lab: Lab, take: Take, release: Release, name: str, keys: list[str])
             detail="the release must check the lock's token and delete in one step",
         )
     third = explore(
-        lab, holders | {"T": lease_expires(keys[0])}, _one_inside(log), watch=[*keys, log]
+        lab, holders | {"T": lease_expires(keys[0])}, one_inside(log), watch=[*keys, log]
     )
     _no_faults(third)
     lease = f"{third.bad_count} of {third.total} schedules"

@@ -599,8 +599,8 @@ def _search(
             if faults.server is not None:
                 faults.server.begin(run)
             complete = True
-            while run.runnable:  # a waiting actor is not (helpers.instruments.blocking)
-                options = run.runnable + faults.options(run)
+            while runnable := run.runnable:  # a waiting actor is not (instruments.blocking)
+                options = runnable + faults.options(run)
                 depth = len(run.names)
                 nexts = run.next_footprints if search.reduce else dict
                 if depth >= max_steps:
