@@ -379,30 +379,52 @@ class _Search:
         node.before = before
 
     def _find_races(self, depth: int, node: _Node) -> None:
-        """Flanagan-Godefroid: for each actor's next step, reverse its latest race in the prefix.
+        """Source-set DPOR: reverse every race of each actor's next step with the prefix.
 
-        Waiting actors count too (their call is a step once answerable): where the racing step
-        could not have run, every step that could is tried there instead.
+        A race is a step j of another actor that conflicts with the next step and happens
+        before it directly (through no later step). Reversing it means running, at j, one of
+        the *initials* of v: the steps after j that do not happen after j, then the next step
+        (Abdulla et al., POPL 2014). Adding the racing actor itself, as Flanagan and Godefroid
+        do, loses schedules when that actor is asleep at j but another step (a clock, say) must
+        run first: tests/test_explorer_regressions.py keeps the case. Waiting actors count too
+        (their call is a step once answerable): where no initial could run at j, every step
+        that could is tried there instead.
         """
-        for name in node.nexts:
-            step, actor = node.nexts[name], fault_steps.actor_of(name)
-            mine = next(
-                (
-                    self.nodes[k].before
-                    for k in range(depth - 1, -1, -1)
-                    if fault_steps.actor_of(self.nodes[k].chosen) == actor
-                ),
-                0,
-            )
+        for name, step in node.nexts.items():
+            actor = fault_steps.actor_of(name)
+            after = 0  # bit k: step k happens before the next step (program order or conflict)
+            for k in range(depth):
+                other = self.nodes[k]
+                if fault_steps.actor_of(other.chosen) == actor or other.footprint.conflicts(step):
+                    after |= other.before
+            covered = 0  # steps that happen before a later step that happens before this one
             for j in range(depth - 1, -1, -1):
+                if not after >> j & 1:
+                    continue
                 other = self.nodes[j]
                 theirs = fault_steps.actor_of(other.chosen)
-                if theirs != actor and other.footprint.conflicts(step) and not mine >> j & 1:
-                    if name in other.options:
-                        other.backtrack.add(name)
-                    else:
-                        other.backtrack |= set(other.options)
-                    break
+                if theirs != actor and other.footprint.conflicts(step) and not covered >> j & 1:
+                    self._reverse(depth, j, name, after)
+                covered |= other.before
+
+    def _reverse(self, depth: int, j: int, name: str, after: int) -> None:
+        """Make node j try an initial of the steps that do not happen after j, then name."""
+        node = self.nodes[j]
+        rest = [k for k in range(j + 1, depth) if not self.nodes[k].before >> j & 1]
+        initials = [
+            self.nodes[k].chosen
+            for i, k in enumerate(rest)
+            if not any(self.nodes[k].before >> e & 1 for e in rest[:i])
+        ]
+        if not any(after >> k & 1 for k in rest):
+            initials.append(name)
+        if any(n in node.backtrack or n in node.sleep for n in initials):
+            return  # already tried here, or asleep: an equivalent schedule was run
+        runnable = [n for n in self.order if n in initials and n in node.options]
+        if runnable:
+            node.backtrack.add(runnable[0])
+        else:
+            node.backtrack |= set(node.options)
 
     def blocked(self, depth: int, options: list[str], nexts: dict[str, Footprint]) -> None:
         """Record a replay cut short at depth because every runnable actor was asleep."""
