@@ -84,6 +84,18 @@ class NotDeterministic(RaceLabError, RuntimeError):
     """Replaying the same prefix of a schedule let other actors run: the actors are not deterministic."""
 
 
+class NoVerdict(RaceLabError, RuntimeError):
+    """No schedule gave evidence: every actor raised or did not finish in every one of them.
+
+    ``exploration`` holds what was run (each actor's results in ``returned_text()``), so a
+    caller can show it; its counts say nothing about the invariant.
+    """
+
+    def __init__(self, message: str, exploration: Exploration) -> None:
+        super().__init__(message)
+        self.exploration = exploration
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One complete schedule: its order, whether the invariant held, and each client's result."""
@@ -93,6 +105,7 @@ class Outcome:
     results: dict[str, Any]
     result_text: str
     steps: tuple[Footprint, ...] = field(default=(), repr=False)  # what each step touched
+    texts: dict[str, str] = field(default_factory=dict, repr=False)  # each actor's result, shown
 
 
 @dataclass
@@ -111,6 +124,7 @@ class Exploration:
     order: list[str] = field(
         default_factory=list, repr=False
     )  # step names, as the search tries them
+    judged: list[str] = field(default_factory=list, repr=False)  # the clients (not clocks)
     _classes: dict[str, str] = field(default_factory=dict, repr=False)
     _weights: dict[str, int] | None = field(default=None, repr=False)  # class rep: its orders
     _expanded: dict[bool, list[Outcome]] = field(default_factory=dict, repr=False)
@@ -172,7 +186,7 @@ class Exploration:
                     text = schedule_text([names[i] for i in picked])
                     self._classes.setdefault(text, cls)
                     steps = tuple(o.steps[i] for i in picked)
-                    found.append(Outcome(text, o.ok, o.results, o.result_text, steps))
+                    found.append(Outcome(text, o.ok, o.results, o.result_text, steps, o.texts))
             if self.reduced:
                 found.sort(key=lambda o: [self._rank(n) for n in self.names_of(o.schedule)])
             self._expanded[ok] = found
@@ -264,13 +278,46 @@ class Exploration:
             text += f"; in {self.spin_cut} an actor's retry loop was cut by its spin bound"
         return text
 
+    def returned(self) -> dict[str, dict[str, int]]:
+        """Return {client: {its result as shown: in how many schedules}}, clocks left out."""
+        tally: dict[str, dict[str, int]] = {n: {} for n in self.judged}
+        for o in self.outcomes:
+            weight = self.orders(o.schedule)
+            for name, counts in tally.items():
+                text = o.texts.get(name, CRASHED)
+                counts[text] = counts.get(text, 0) + weight
+        return tally
+
+    def returned_text(self, most: int = 3) -> str:
+        """Return what each client returned, e.g. "A: True in 4, 'busy' in 2; B: True in 6"."""
+        parts = []
+        for name, counts in self.returned().items():
+            ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+            shown = [f"{text} in {n}" for text, n in ranked[:most]]
+            if len(ranked) > most:
+                shown.append(
+                    f"{len(ranked) - most} other results in {sum(n for _, n in ranked[most:])}"
+                )
+            parts.append(f"{name}: {', '.join(shown)}")
+        return "; ".join(parts)
+
+    def evidence(self) -> bool:
+        """Return True if some client finished its call without raising in some schedule."""
+        return any(
+            name in o.results and not isinstance(o.results[name], BaseException)
+            for o in self.outcomes
+            for name in self.judged
+        )
+
     def picture(self, width: int = 88) -> str:
-        """Return every schedule on a few lines, bad ones in [brackets], then the summary."""
+        """Return every schedule on a few lines, bad ones in [brackets], the summary and results."""
         cells = [f"[{o.schedule}]" if not o.ok else f" {o.schedule} " for o in self.schedules]
         body = textwrap.fill(
             " ".join(cells), width=width, break_on_hyphens=False, break_long_words=False
         )
-        return f"{body}\n[...] = invariant broken; {self.summary()}"
+        return (
+            f"{body}\n[...] = invariant broken; {self.summary()}\nreturned: {self.returned_text()}"
+        )
 
     def table(self) -> str:
         """Return one line per schedule: order, ok/BAD, and each client's result."""
@@ -281,6 +328,7 @@ class Exploration:
             for o in self.schedules
         ]
         lines.append(self.summary())
+        lines.append(f"returned: {self.returned_text()}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -532,7 +580,7 @@ def explore(
         names = schedule_names(schedule, order)  # inverse of schedule_text
         return run_schedule(lab, actors, names, setup=setup, watch=watch, reset=reset)
 
-    return Exploration(
+    found = Exploration(
         outcomes,
         {},
         list(actors),
@@ -543,7 +591,15 @@ def explore(
         complete=not search.bounded,
         pruned=pruned,
         order=order,
+        judged=clients,
     )
+    if outcomes and clients and not found.evidence():
+        raise NoVerdict(
+            f"no verdict: in every one of the {found.total} schedules every actor raised or did "
+            f"not finish, so the invariant judged nothing ({found.returned_text()})",
+            found,
+        )
+    return found
 
 
 @dataclass
@@ -672,10 +728,15 @@ def _search(
                     raise TypeError(f"invariant must return a bool, got {ok!r}")
                 results = dict(run.results)
                 blocked = run.blocked
-                text = "  ".join(
-                    f"{n}={format_value(results[n], run.short) if n in results else BLOCKED if n in blocked else CRASHED}"
+                texts = {
+                    n: format_value(results[n], run.short)
+                    if n in results
+                    else BLOCKED
+                    if n in blocked
+                    else CRASHED
                     for n in actors
-                )
+                }
+                text = "  ".join(f"{n}={t}" for n, t in texts.items())
                 outcomes.append(
                     Outcome(
                         schedule_text(run.names),
@@ -683,6 +744,7 @@ def _search(
                         results,
                         text,
                         tuple(run.footprints) if footprints else (),
+                        texts,
                     )
                 )
             else:
