@@ -45,6 +45,7 @@ MAX_RESTARTS times). The suite's own scripts are loaded before the first replay.
 from __future__ import annotations
 
 import textwrap
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +74,7 @@ DEFAULT_MAX_SCHEDULES = 20_000
 DEFAULT_MAX_STEPS = 10_000  # per replay: an actor that never finishes must not hang the explorer
 RUNNER = "greenlet"  # replays run actors as greenlets: a step is a switch (see ScheduleRun)
 MAX_RESTARTS = 10  # searches restarted because an actor loaded a new script (see _search)
+ESTIMATE_AFTER = 200  # a reduced search estimates its size after this many replays (and 2x, 4x...)
 Invariant = Callable[[Any, dict[str, Any]], bool]
 
 
@@ -121,6 +123,7 @@ class Exploration:
     preemptions: int | None = None  # the preemption bound the search kept to (None: none)
     complete: bool = True  # False: the bound left schedules out
     pruned: int = 0  # replays cut short because an equivalent schedule had been run
+    budget_s: float | None = None  # set when the search stopped at its time budget, unfinished
     order: list[str] = field(
         default_factory=list, repr=False
     )  # step names, as the search tries them
@@ -274,6 +277,11 @@ class Exploration:
         if self.preemptions is not None:
             text += f" (at most {self.preemptions} preemptions"
             text += ")" if self.complete else ": not every schedule)"
+        if self.budget_s is not None:
+            text += (
+                f" (PARTIAL: stopped at its budget of {self.budget_s:g} s after {self.runs} "
+                f"runs; only the schedules those runs stand for are counted)"
+            )
         if self.spin_cut:
             text += f"; in {self.spin_cut} an actor's retry loop was cut by its spin bound"
         return text
@@ -369,6 +377,7 @@ class _Search:
         self.order, self.reduce, self.bound = order, reduce, preemptions
         self.nodes: list[_Node] = []
         self.bounded = False  # some schedule was left out by the preemption bound
+        self.stopped = False  # the search ran out of its time budget
 
     def _cost(self, depth: int, options: list[str], choice: str) -> int:
         """Return the preemptions after choosing choice at depth (a switch away from a runnable actor)."""
@@ -479,6 +488,21 @@ class _Search:
         if self.reduce:
             self._find_races(depth, _Node(options, nexts, frozenset()))
 
+    def done(self) -> float:
+        """Return the share of the search already run, from the tries left at each depth.
+
+        Each depth splits what is left below it evenly among the choices it has tried or will
+        try (Knuth's estimate of a tree's size, read off the current path): early on, and when
+        backtrack sets grow later, it is a guess, which is why refusals say "about".
+        """
+        share, scale = 0.0, 1.0
+        for node in self.nodes:
+            wanted = (node.backtrack if self.reduce else set(node.options)) - node.sleep
+            width = max(len(wanted | set(node.tried)), 1)
+            share += scale * (len(node.tried) - 1) / width
+            scale /= width
+        return share + scale
+
     def next_prefix(self) -> int | None:
         """Make the deepest untried choice; return its depth (replay nodes[:depth+1]), None: done."""
         for depth in range(len(self.nodes) - 1, -1, -1):
@@ -514,6 +538,7 @@ def explore(
     crashes: int = 0,
     faults: Sequence[str] = (),
     max_faults: int | None = None,
+    budget_s: float | None = None,
 ) -> Exploration:
     """Run every interleaving of the actors' round trips; return which schedules break invariant.
 
@@ -532,11 +557,18 @@ def explore(
     result is then "(crashed)"), "A~" pauses A until its leases run out, "restart" and
     "failover" hit a throwaway server (see ``helpers.instruments.faults``, which also says
     where each one can run). crashes=N is faults=("crash",), max_faults=N.
+    budget_s=S stops the search after about S seconds with a partial result (``complete`` is
+    False, the summary says PARTIAL). Without it, a reduced search estimates its size after
+    ESTIMATE_AFTER replays and refuses at once one that will not fit max_schedules.
     """
     if len(actors) < 1:
         raise ValueError("explore needs at least one actor")
     if preemptions is not None and (isinstance(preemptions, bool) or preemptions < 0):
         raise ValueError(f"preemptions must be a number >= 0 or None, got {preemptions!r}")
+    if budget_s is not None and (
+        isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or budget_s <= 0
+    ):
+        raise ValueError(f"budget_s must be a number of seconds > 0 or None, got {budget_s!r}")
     if reduce and preemptions is not None:
         raise ValueError("reduce=True and preemptions=N do not combine soundly: use one of them")
     if reduce is None:  # the default: one run per class, unless a preemption bound is asked for
@@ -568,6 +600,7 @@ def explore(
                 max_steps,
                 reduce or classes or "pause" in kinds,
                 _Faults(kinds, bound, server),
+                None if budget_s is None else time.monotonic() + budget_s,
             )
             if outcomes is not None:
                 break
@@ -588,10 +621,11 @@ def explore(
         replay if keep_traces else None,
         reduced=reduce,
         preemptions=preemptions,
-        complete=not search.bounded,
+        complete=not search.bounded and not search.stopped,
         pruned=pruned,
         order=order,
         judged=clients,
+        budget_s=budget_s if search.stopped else None,
     )
     if outcomes and clients and not found.evidence():
         raise NoVerdict(
@@ -643,6 +677,7 @@ def _search(
     max_steps: int,
     footprints: bool,
     faults: _Faults,
+    deadline: float | None = None,
 ) -> tuple[list[Outcome] | None, int]:
     """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
 
@@ -653,8 +688,15 @@ def _search(
     outcomes: list[Outcome] = []
     pruned = 0
     while True:
-        tick(len(outcomes) + pruned)
-        if len(outcomes) + pruned >= max_schedules:
+        replays = len(outcomes) + pruned
+        if deadline is not None and outcomes and time.monotonic() > deadline:
+            search.stopped = True
+            return outcomes, pruned
+        if search.reduce and replays >= ESTIMATE_AFTER and replays & (replays - 1) == 0:
+            _refuse_if_estimate_over(search, replays, max_schedules, deadline is not None)
+        else:
+            tick(replays)
+        if replays >= max_schedules:
             if search.reduce:
                 what, instead = "replays (classes and pruned ones)", "preemptions=N instead"
             else:
@@ -775,6 +817,25 @@ def _refuse_if_too_many(names: Sequence[str], faults: int, max_schedules: int) -
             f"about {estimate:,} schedules ({per_actor} steps), over max_schedules="
             f"{max_schedules:,}: refused before running them; pass reduce=True or "
             f"preemptions=N, shorten the actors, or raise max_schedules"
+        )
+
+
+def _refuse_if_estimate_over(
+    search: _Search, replays: int, max_schedules: int, budgeted: bool
+) -> None:
+    """Show the reduced search's estimated size; refuse it at once if even that is over the limit.
+
+    The estimate (``_Search.done``) tends to run low while backtrack sets still grow, so a
+    search refused here would not have fitted; a budgeted search is never refused.
+    """
+    estimate = round(replays / search.done())
+    tick(replays, total=max(estimate, replays))
+    if estimate > max_schedules and not budgeted:
+        raise TooManySchedules(
+            f"about {estimate:,} replays (estimated after {replays:,}, from the choices left "
+            f"on the current path), over max_schedules={max_schedules:,}: refused before "
+            f"running them; pass budget_s=S for a partial answer, preemptions=N, shorten the "
+            f"actors, or raise max_schedules"
         )
 
 
