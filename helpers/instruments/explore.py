@@ -47,7 +47,7 @@ from __future__ import annotations
 import textwrap
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from helpers.errors import RaceLabError
@@ -71,9 +71,8 @@ from helpers.instruments.schedule import (
     schedule_names,
     schedule_text,
 )
+from helpers.instruments.spec import ExploreOptions, RaceDefinitionError, RaceSpec
 
-DEFAULT_MAX_SCHEDULES = 20_000
-DEFAULT_MAX_STEPS = 10_000  # per replay: an actor that never finishes must not hang the explorer
 RUNNER = "greenlet"  # replays run actors as greenlets: a step is a switch (see ScheduleRun)
 MAX_RESTARTS = 10  # searches restarted because an actor loaded a new script (see _search)
 ESTIMATE_AFTER = 200  # a reduced search estimates its size after this many replays (and 2x, 4x...)
@@ -355,20 +354,12 @@ def explore(
     setup: Callable[[Any], Any] | None = None,
     watch: Sequence[str] = (),
     reset: Sequence[str] | None = None,
-    max_schedules: int = DEFAULT_MAX_SCHEDULES,
-    keep_traces: bool = True,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    *,
-    reduce: bool | None = None,
-    preemptions: int | None = None,
-    classes: bool = False,
-    crashes: int = 0,
-    faults: Sequence[str] = (),
-    max_faults: int | None = None,
-    budget_s: float | None = None,
+    **options: Any,
 ) -> Exploration:
     """Run every interleaving of the actors' round trips; return which schedules break invariant.
 
+    The first six arguments are the race (checked once, as a ``RaceSpec``); options are the
+    fields of ``ExploreOptions`` (also checked once), or ``options=ExploreOptions(...)``.
     Replays reuse one gated client per actor (state reset between replays) and do not read the
     watched keys after each step; ``Exploration.trace(schedule)`` (and ``first_bad()``) replays
     one schedule with ``run_schedule`` to print it, which gives the same trace because actors
@@ -387,45 +378,45 @@ def explore(
     budget_s=S stops the search after about S seconds with a partial result (``complete`` is
     False, the summary says PARTIAL). Without it, a reduced search estimates its size after
     ESTIMATE_AFTER replays and refuses at once one that will not fit max_schedules.
+    An exploration in which every client raised or did not finish, in every schedule, raises
+    NoVerdict: the invariant judged nothing.
     """
-    if len(actors) < 1:
-        raise ValueError("explore needs at least one actor")
-    if preemptions is not None and (isinstance(preemptions, bool) or preemptions < 0):
-        raise ValueError(f"preemptions must be a number >= 0 or None, got {preemptions!r}")
-    if budget_s is not None and (
-        isinstance(budget_s, bool) or not isinstance(budget_s, (int, float)) or budget_s <= 0
-    ):
-        raise ValueError(f"budget_s must be a number of seconds > 0 or None, got {budget_s!r}")
-    if reduce and preemptions is not None:
-        raise ValueError("reduce=True and preemptions=N do not combine soundly: use one of them")
-    if reduce is None:  # the default: one run per class, unless a preemption bound is asked for
-        reduce = preemptions is None
-    if crashes:
-        if faults:
-            raise ValueError("crashes=N is faults=('crash',), max_faults=N: pass one of them")
-        faults, max_faults = ("crash",), crashes
-    kinds, bound = fault_steps.checked_kinds(faults, max_faults)
+    spec = RaceSpec(
+        lab, dict(actors), setup, tuple(watch), None if reset is None else tuple(reset), invariant
+    )
+    return explore_spec(spec, options_of(options))
+
+
+def options_of(keywords: dict[str, Any]) -> ExploreOptions:
+    """Return the ExploreOptions that explore's keywords give (options= and overrides, or fields)."""
+    given = keywords.pop("options", None)
+    if given is None:
+        return ExploreOptions.of(**keywords)
+    if not isinstance(given, ExploreOptions):
+        raise TypeError(f"options= must be an ExploreOptions, got {given!r}")
+    return replace(given, **keywords)
+
+
+def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
+    """Search spec's schedules as options say; return the Exploration (see ``explore``)."""
+    if spec.invariant is None:
+        raise RaceDefinitionError("explore needs the race's invariant")
+    lab, actors, kinds, bound = spec.lab, spec.actors, options.faults, options.max_faults or 0
     clients = [n for n, fn in actors.items() if not isinstance(fn, Clock)]
+    budget_s = options.budget_s
     with (
         fault_steps.ServerFaults(lab, kinds if bound else ()) as server,
-        Connections(lab, actors, [*(reset if reset is not None else ()), *watch]) as connections,
+        Connections(lab, actors, [*(spec.reset or ()), *spec.watch]) as connections,
         progress("exploring schedules", unit="replays"),
     ):
         for _attempt in range(MAX_RESTARTS + 1):
             order = [*actors, *fault_steps.all_names(clients, kinds)]
-            search = dpor.Search(order, reduce, preemptions)
+            search = dpor.Search(order, bool(options.reduce), options.preemptions)
             outcomes, pruned = _search(
-                lab,
-                actors,
-                invariant,
-                setup,
-                watch,
-                reset,
+                spec,
+                options,
                 connections,
                 search,
-                max_schedules,
-                max_steps,
-                reduce or classes or "pause" in kinds,
                 _Faults(kinds, bound, server),
                 None if budget_s is None else time.monotonic() + budget_s,
             )
@@ -438,16 +429,16 @@ def explore(
 
     def replay(schedule: str) -> Trace:
         names = schedule_names(schedule, order)  # inverse of schedule_text
-        return run_schedule(lab, actors, names, setup=setup, watch=watch, reset=reset)
+        return run_schedule(lab, actors, names, spec.setup, spec.watch, spec.reset)
 
     found = Exploration(
         outcomes,
         {},
         list(actors),
         dict(actors),
-        replay if keep_traces else None,
-        reduced=reduce,
-        preemptions=preemptions,
+        replay if options.keep_traces else None,
+        reduced=bool(options.reduce),
+        preemptions=options.preemptions,
         complete=not search.bounded and not search.stopped,
         pruned=pruned,
         order=order,
@@ -512,17 +503,10 @@ class _RunReplay:
 
 
 def _search(
-    lab: Any,
-    actors: Mapping[str, Actor],
-    invariant: Callable[[Any, dict[str, Any]], bool],
-    setup: Callable[[Any], Any] | None,
-    watch: Sequence[str],
-    reset: Sequence[str] | None,
+    spec: RaceSpec,
+    options: ExploreOptions,
     connections: Connections,
     search: dpor.Search,
-    max_schedules: int,
-    max_steps: int,
-    footprints: bool,
     faults: _Faults,
     deadline: float | None = None,
 ) -> tuple[list[Outcome] | None, int]:
@@ -532,6 +516,10 @@ def _search(
     state no reset restores) ends the search: it restarts with that script loaded, so that every
     replay it keeps sees the same server.
     """
+    lab, actors, invariant = spec.lab, spec.actors, spec.invariant
+    max_schedules, max_steps = options.max_schedules, options.max_steps
+    footprints = search.reduce or options.classes or "pause" in faults.kinds
+    assert invariant is not None  # explore_spec refuses a race without one
     outcomes: list[Outcome] = []
     pruned = 0
     while True:
@@ -555,9 +543,9 @@ def _search(
         with ScheduleRun(
             lab,
             actors,
-            setup,
-            watch,
-            reset,
+            spec.setup,
+            spec.watch,
+            spec.reset,
             connections=connections,
             observe=False,
             footprints=footprints,

@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from helpers.errors import RaceLabError
-from helpers.instruments.explore import DEFAULT_MAX_SCHEDULES, Exploration, explore
+from helpers.instruments.explore import Exploration, explore
 from helpers.instruments.invariant import Check, Invariant
 from helpers.instruments.schedule import (
     Actor,
@@ -65,6 +65,7 @@ from helpers.instruments.schedule import (
     TraceRow,
     parse_schedule,
 )
+from helpers.instruments.spec import DEFAULT_MAX_SCHEDULES
 
 GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
 # The buttons' own colours (background, text), not the theme's: the theme's "info" teal under
