@@ -58,6 +58,7 @@ from helpers.instruments.blocking import BLOCKED
 from helpers.instruments.classes import each_order, orders_in_class
 from helpers.instruments.dpor import NotDeterministic, TooManySchedules
 from helpers.instruments.footprint import Footprint
+from helpers.instruments.plots import schedule_grid
 from helpers.instruments.progress import progress, tick
 from helpers.instruments.schedule import (
     CRASHED,
@@ -340,10 +341,6 @@ class Exploration:
 
     def plot(self, title: str = "Every interleaving", ax: Any = None) -> Any:
         """Return a Figure: one column per schedule, one colour per client, broken ones marked."""
-        from helpers.instruments.plots import (
-            schedule_grid,  # matplotlib is imported only when plotting
-        )
-
         return schedule_grid(self, title=title, ax=ax)
 
 
