@@ -10,7 +10,9 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
   round trips are the actor's steps on the lab's server, whatever URL the library was given.
   A library made on the embedded backend never reaches a real server.
 * **``time.sleep`` is logical.** No wall time passes (the schedule, not the clock, decides who
-  runs next). Each sleep counts towards the actor's spin bound: a retry loop that has slept
+  runs next); the run's logical clock moves by the time slept (``helpers.instruments.
+  logical_time``, which also makes the actor's ``time.time()`` and ``time.monotonic()`` the
+  run's). Each sleep counts towards the actor's spin bound: a retry loop that has slept
   ``spin_bound`` times is stopped (its result is ``SPUN``), and the exploration says how many
   schedules the bound cut.
 * **Subscribing is refused.** Pub/sub delivers messages from another connection at a time no
@@ -42,6 +44,7 @@ from typing import Any, SupportsIndex
 import redis
 
 from helpers.errors import RaceLabError
+from helpers.instruments import logical_time
 
 try:  # the explorer's runner: an actor is a greenlet of the scheduler's thread
     import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
@@ -200,6 +203,7 @@ def install() -> None:
         redis.Redis.pipeline = _pipeline  # type: ignore[method-assign]
         redis.Redis.pubsub = _pubsub  # type: ignore[method-assign]
         time.sleep = _sleep
+        logical_time.replace(_ORIGINAL["sleep"], _sleep)  # from time import sleep, too
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
 
 
@@ -257,6 +261,7 @@ def _sleep(seconds: float | SupportsIndex) -> None:
             f"actor {context.name} slept {context.sleeps} times in one schedule (spin bound "
             f"{context.spin_bound}): a retry loop that never gets what it waits for"
         )
+    logical_time.advance(float(seconds))
     return None
 
 

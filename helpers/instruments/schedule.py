@@ -41,6 +41,11 @@ the step changes nothing, as time would not. Placing the clock's letter in the s
 *when* the lease runs out relative to the clients' round trips, which is all a race depends on.
 What the model does not show: on a real server expiry done this way is reported as a ``del``
 keyspace event (not ``expired``), and a real client may also pause for any length of time.
+
+The actors read the run's own clock, not the wall's (``helpers.instruments.logical_time``): it
+starts at the same instant in every run and only ``time.sleep`` moves it, without waiting. So an
+actor that stamps with ``time.time()`` reads the same times in every run of a schedule. A clock
+step ends a TTL on the server and leaves the actors' clock where it is (that module says why).
 """
 
 from __future__ import annotations
@@ -57,7 +62,7 @@ import redis
 from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import preload, script_name
 from helpers.errors import RaceLabError
-from helpers.instruments import blocking
+from helpers.instruments import blocking, logical_time
 from helpers.instruments.adopt import (
     SPUN,
     ActorContext,
@@ -600,6 +605,7 @@ class ScheduleRun:
         self._greenlets = runner == "greenlet" and greenlet is not None
         self._hub = greenlet.getcurrent() if self._greenlets else None
         self.refused: list[ActorRefused] = []  # round trips from threads not an actor's own
+        self.clock = logical_time.LogicalClock().open()  # what its actors read as the time
         try:
             if to_reset:
                 self.observer.delete(*to_reset)
@@ -660,7 +666,7 @@ class ScheduleRun:
             refused=self.refused,
         )
         try:
-            with actor_running(context):
+            with actor_running(context), logical_time.reading(self.clock):
                 result: Any = state.fn(state.client)
         except Aborted:
             result = UNFINISHED
@@ -999,6 +1005,7 @@ class ScheduleRun:
                     state.client.connection_pool.disconnect()
                     state.gate.open_state = False
         self.actors.clear()
+        self.clock.close()
         if self._own:
             self._connections.close()
 
