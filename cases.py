@@ -304,13 +304,12 @@ def verdict(race: Race, story: str = "") -> Verdict:
     """Return the race's verdict over every schedule (story 'release': T before B's first step)."""
     try:
         every = race.explore(reduce=False)
-    except ActorRefused as refused:
-        said = str(refused)
-        if "subscribes" in said:
+    except ActorRefused as refused:  # its reason is one of a closed set (helpers' Refusal)
+        if refused.reason == "pubsub":
             return Verdict(reason="refused: it subscribes (pub/sub), which no step controls")
-        if "thread" not in said:
-            return Verdict(reason=f"refused: {said.split(':')[0]}")
-        return Verdict(reason=THREADS)
+        if refused.reason == "thread":
+            return Verdict(reason=THREADS)
+        return Verdict(reason=f"refused: {str(refused).split(':')[0]}")
     except greenlet.error:  # a round trip from a thread that is not the actor's own
         return Verdict(reason=THREADS)
     except NoVerdict as nothing:  # every take raised: a wrong setup, not mutual exclusion

@@ -67,6 +67,7 @@ from helpers.instruments.adopt import (
     SPUN,
     ActorContext,
     ActorRefused,
+    Refusal,
     SpinBound,
     actor_running,
     check_sender,
@@ -654,7 +655,8 @@ class ScheduleRun:
                 f"actor {state.name} finished without a single round trip through the race's "
                 f"clients (result {state.result!r}): whatever it did, the schedule could not see "
                 "it. Does it talk to a server through a client the race cannot adopt (a cluster "
-                "client, another library's connection)? An actor must act through Redis."
+                "client, another library's connection)? An actor must act through Redis.",
+                reason=Refusal.NO_ROUND_TRIP,
             )
 
     def _body(self, state: _ActorState) -> None:
