@@ -56,6 +56,7 @@ from helpers.instruments import faults as fault_steps
 from helpers.instruments.adopt import SPUN
 from helpers.instruments.blocking import BLOCKED
 from helpers.instruments.classes import each_order, orders_in_class
+from helpers.instruments.determinism import Replayer, check_replays
 from helpers.instruments.dpor import NotDeterministic, TooManySchedules
 from helpers.instruments.footprint import Footprint
 from helpers.instruments.plots import schedule_grid
@@ -423,6 +424,8 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
             raise NotDeterministic(
                 f"the actors kept loading new scripts or libraries after {MAX_RESTARTS} restarts"
             )
+        if not search.stopped:  # helpers.instruments.determinism (a spent budget: no replays)
+            check_replays(outcomes, order, Replayer(spec, connections, server))
 
     def replay(schedule: str) -> Trace:
         names = schedule_names(schedule, order)  # inverse of schedule_text

@@ -225,6 +225,8 @@ def replace(original: Any, replacement: Any) -> None:
 def rebind_imported() -> None:
     """Rebind, in each module not checked yet, names bound to a replaced time function."""
     with _LOCK:
+        if _SCANNED.issuperset(sys.modules):  # no module imported since (each replay opens one)
+            return
         for module_name, module in list(sys.modules.items()):
             if module_name in _SCANNED:
                 continue
