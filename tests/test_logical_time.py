@@ -262,3 +262,20 @@ def test_no_patch_is_left_in_once_the_runs_are_closed() -> None:
     assert logical_time.current() is None
     assert abs(time.time() - dt.datetime.now(dt.UTC).timestamp()) < 1
     assert time.time() < START - 1e9  # the wall, nowhere near 2100
+
+
+def test_a_time_machine_travel_under_way_keeps_its_time_outside_the_actors(lab: Lab) -> None:
+    """Code that travels with time-machine itself (a test) still sees its own time outside."""
+    import time_machine
+
+    key, seen = lab.key("n"), []
+
+    def actor(client):
+        client.incr(key)
+        return time.time()
+
+    with time_machine.travel(dt.datetime(2030, 1, 1, tzinfo=dt.UTC), tick=False):
+        trace = run_schedule(lab, {"A": actor}, "A", setup=lambda c: seen.append(time.time()))
+        seen.append(time.time())
+    assert trace.results == {"A": START}
+    assert seen == [dt.datetime(2030, 1, 1, tzinfo=dt.UTC).timestamp()] * 2

@@ -37,8 +37,8 @@ the embedded server (fakeredis expires keys by the wall clock, as a real server 
 clock (``WALL_PACKAGES``); ``datetime.now()`` is read for whoever called it.
 
 How: the wall-clock functions (``time.time``, the datetime ones) are patched at the C level by
-time-machine, so a ``from time import time`` done long before is covered too; the patch is in
-only while a run is open (``LogicalClock.open``). ``monotonic``, ``perf_counter`` and ``sleep``
+time-machine (its C patch, answered by a traveller of ours), so a ``from time import time`` done
+long before is covered too; the patch is in only while a run is open (``LogicalClock.open``). ``monotonic``, ``perf_counter`` and ``sleep``
 are replaced on the ``time`` module, and where a module did ``from time import monotonic`` the
 name is rebound in that module, checked each time a run opens (``replace``). Not covered:
 ``clock_gettime`` of other clocks, CPU time (``process_time``, ``thread_time``), threads an
@@ -57,6 +57,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import _time_machine  # type: ignore[import-not-found]  # time-machine's C half: patch, unpatch
 import time_machine
 
 EPOCH = dt.datetime(2100, 1, 1, tzinfo=dt.UTC)  # where every run's clock starts
@@ -179,7 +180,22 @@ def _perf_counter_ns() -> int:
 def _realtime_ns() -> int:
     """What time-machine's C patch of time.time, datetime.now, ... asks for (see _acquire)."""
     clock = _caller_clock()
-    return time_machine.escape_hatch.time.time_ns() if clock is None else clock.time_ns()
+    if clock is not None:
+        return clock.time_ns()
+    stack = _stack()
+    below = stack.index(_TRAVELLER) if _TRAVELLER in stack else 0
+    if below:  # a travel of time-machine's own was under way when the run opened: its time
+        return int(stack[below - 1].time_ns())
+    return int(time_machine.escape_hatch.time.time_ns())
+
+
+class _Traveller:
+    """What time-machine's C patch asks for the time: ``traveller_stack[-1].time_ns()``."""
+
+    time_ns = staticmethod(_realtime_ns)  # called with no frame of its own between
+
+
+_TRAVELLER = _Traveller()
 
 
 _PATCHED = {
@@ -196,7 +212,6 @@ _REPLACED: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replace
 _SCANNED: set[str] = set()  # modules whose names imported from time were rebound
 _SKIPPED = {"time", __name__}  # never rebound: the originals themselves
 _open_clocks = 0
-_travel: time_machine.travel | None = None
 
 
 def install() -> None:
@@ -240,29 +255,37 @@ def rebind_imported() -> None:
                     namespace[name] = found[1]
 
 
+def _stack() -> list[Any]:
+    """Return time-machine's travellers (ours, a duck, among them while a run is open)."""
+    return time_machine.traveller_stack
+
+
 def _acquire() -> None:
-    """Open one more clock: on the first, start time-machine's patch and answer it ourselves."""
-    global _open_clocks, _travel
+    """Open one more clock: on the first, patch time.time and datetime at the C level.
+
+    time-machine's C patch asks ``time_machine.traveller_stack[-1].time_ns()`` on every call
+    (time-machine 3.x) and calls the original function while the stack is empty: our traveller,
+    pushed whole (``travel().start()`` would show its own, fixed time to other threads for a
+    moment), answers for each caller. tests/test_logical_time.py checks both answers.
+    """
+    global _open_clocks
     install()
     rebind_imported()
     with _LOCK:
         _open_clocks += 1
-        if _open_clocks > 1:
-            return
-        _travel = time_machine.travel(EPOCH, tick=False)
-        traveller = _travel.start()
-        # time-machine's C patch asks its traveller for time_ns() on every call: ours answers
-        # for the caller (time-machine 3.x; tests/test_logical_time.py checks both answers).
-        traveller.time_ns = _realtime_ns  # type: ignore[method-assign]
+        if _open_clocks == 1:
+            _time_machine.patch()  # idempotent; the original functions while nobody travels
+            _stack().append(_TRAVELLER)
 
 
 def _release() -> None:
-    global _open_clocks, _travel
+    global _open_clocks
     with _LOCK:
         _open_clocks -= 1
-        if _open_clocks == 0 and _travel is not None:
-            _travel.stop()
-            _travel = None
+        if _open_clocks == 0:
+            _stack().remove(_TRAVELLER)
+            if not _stack():
+                _time_machine.unpatch()
 
 
 __all__ = [
