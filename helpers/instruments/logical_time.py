@@ -7,8 +7,8 @@ clock it reads is a *logical* clock of that run (``LogicalClock``), the same for
   ``datetime.date.today``, and ``time.gmtime``, ``localtime``, ``strftime`` and
   ``clock_gettime(CLOCK_REALTIME)`` without a time given: ``EPOCH`` (2100-01-01 00:00:00 UTC)
   plus how far the run's clock has moved;
-* ``time.monotonic``, ``time.perf_counter`` and their ``_ns`` forms: ``MONOTONIC_START`` plus
-  the same;
+* ``time.monotonic``, ``time.perf_counter`` and their ``_ns`` forms: 1,000 s
+  (``MONOTONIC_START_NS``) plus the same;
 * ``time.sleep(s)`` returns at once and moves the clock by s (``helpers.instruments.adopt``,
   which also counts sleeps against the spin bound).
 
@@ -26,8 +26,9 @@ next round trip would be read before every clock step that comes ahead of that r
 if the actor had always stalled, never as if it had started late. redlock-py's ``lock()`` reads
 the time, sends SET NX, reads it again and backs off when more than its lease has passed, so a
 taker could then never get in after a lease ran out, and notebook 08's lease story would find no
-overlap (0 of 144 schedules, where there are 48 of 216). With the clock left alone every time
-read before a step sees no time passed, the case in which such a check lets the overlap through.
+overlap (0 of 144 schedules, where there are 48 of 216). With the clock left alone, no time
+passes between an actor's reads and its round trips: the case in which such a check lets the
+overlap through, which is the bug to find.
 
 Who calls decides. The same functions give wall time to everything else: other threads (the
 suite's watchdog, a kernel's), the scheduler, threaded load (``run_clients``), and, even inside
@@ -38,9 +39,10 @@ clock (``WALL_PACKAGES``); ``datetime.now()`` is read for whoever called it.
 
 How: the wall-clock functions (``time.time``, the datetime ones) are patched at the C level by
 time-machine (its C patch, answered by a traveller of ours), so a ``from time import time`` done
-long before is covered too; the patch is in only while a run is open (``LogicalClock.open``). ``monotonic``, ``perf_counter`` and ``sleep``
-are replaced on the ``time`` module, and where a module did ``from time import monotonic`` the
-name is rebound in that module, checked each time a run opens (``replace``). Not covered:
+long before is covered too; the patch is in only while a run is open (``LogicalClock.open``).
+``monotonic``, ``perf_counter`` and ``sleep`` are replaced on the ``time`` module, and where a
+module did ``from time import monotonic`` the name is rebound in that module, checked each time
+a run opens (``replace``). Not covered:
 ``clock_gettime`` of other clocks, CPU time (``process_time``, ``thread_time``), threads an
 actor starts (they read wall time), and entropy (``random``, ``uuid4``); what they change
 between two replays is found after a search (``helpers.instruments.determinism``).
