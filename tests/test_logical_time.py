@@ -279,3 +279,14 @@ def test_a_time_machine_travel_under_way_keeps_its_time_outside_the_actors(lab: 
         seen.append(time.time())
     assert trace.results == {"A": START}
     assert seen == [dt.datetime(2030, 1, 1, tzinfo=dt.UTC).timestamp()] * 2
+
+
+def test_a_library_that_stamps_its_requests_prints_the_same_trace_every_run(lab: Lab) -> None:
+    """limits' moving window sends time.time() to its script and keeps it in the list."""
+    pytest.importorskip("limits")
+    cases = pytest.importorskip("cases")  # notebook 08's case files (the six libraries)
+    race = cases.limiter_race(lab, "limits", "ABC")
+    assert race.explore().summary() == race.explore().summary()  # (its script is loaded now)
+    first, again = (race.run("ABC").table() for _ in range(2))
+    assert first == again
+    assert f"[{int(START)}, {int(START)}]" in first  # two admitted, stamped with the run's time
