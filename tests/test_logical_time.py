@@ -18,6 +18,7 @@ from time import time as imported_time  # the C-level patch covers this one
 import pytest
 
 from helpers import Lab, explore, lease_expires, run_clients, run_schedule
+from helpers.instruments import actors as actor_side
 from helpers.instruments import logical_time
 from helpers.instruments.logical_time import EPOCH, MONOTONIC_START_NS
 from helpers.instruments.schedule import ScheduleError
@@ -243,9 +244,8 @@ def test_the_watchdog_still_stops_an_actor_that_waits_for_something_else(
     lab: Lab, monkeypatch
 ) -> None:
     """The watchdog thread reads wall time while the actor reads its logical clock."""
-    from helpers.instruments import schedule
 
-    monkeypatch.setattr(schedule, "STEP_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(actor_side, "STEP_TIMEOUT_S", 0.3)
     gate, key = threading.Event(), lab.key("n")
 
     def actor(client):

@@ -22,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from helpers.instruments import faults
 from helpers.instruments.blocking import BLOCKED
 from helpers.instruments.dpor import NotDeterministic
 from helpers.instruments.schedule import (
@@ -78,20 +79,13 @@ class Replayer:
         spec = self.spec
         assert spec.invariant is not None  # explore checked it
         with ScheduleRun(
-            spec.lab,
-            spec.actors,
-            spec.setup,
-            spec.watch,
-            spec.reset,
-            connections=self.connections,
-            observe=False,
-            runner="greenlet",
+            spec, self.connections, observe=False, footprints=True, runner="greenlet"
         ) as run:
             if self.server is not None:
                 self.server.begin(run)
             try:
                 for name in names:
-                    if not run.fault(name, self.server):
+                    if not faults.apply(run, name, self.server):
                         run.advance(name)
                 if run.runnable:
                     raise ScheduleError(f"{', '.join(run.runnable)} had steps left at its end")

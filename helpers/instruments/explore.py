@@ -493,7 +493,7 @@ class _RunReplay:
 
     def step(self, name: str) -> Footprint:
         """Run actor name's next round trip, or a fault step ("A!", ...); return its footprint."""
-        if not self.run.fault(name, self.faults.server):
+        if not fault_steps.apply(self.run, name, self.faults.server):
             self.run.advance(name)
         return self.run.footprints[-1]
 
@@ -516,7 +516,7 @@ def _search(
     state no reset restores) ends the search: it restarts with that script loaded, so that every
     replay it keeps sees the same server.
     """
-    lab, actors, invariant = spec.lab, spec.actors, spec.invariant
+    actors, invariant = spec.actors, spec.invariant
     max_schedules, max_steps = options.max_schedules, options.max_steps
     footprints = search.reduce or options.classes or "pause" in faults.kinds
     assert invariant is not None  # explore_spec refuses a race without one
@@ -541,11 +541,7 @@ def _search(
                 f"or raise max_schedules"
             )
         with ScheduleRun(
-            lab,
-            actors,
-            spec.setup,
-            spec.watch,
-            spec.reset,
+            spec,
             connections=connections,
             observe=False,
             footprints=footprints,
