@@ -68,7 +68,6 @@ from helpers.instruments.actors import (
     _text,
     describe_round_trip,
 )
-from helpers.instruments.adopt import ActorRefused
 from helpers.instruments.footprint import EVERYTHING, Footprint, KeyTable, touching
 from helpers.instruments.history import Op, Span, hold_spans
 from helpers.instruments.spec import RaceSpec
