@@ -1,13 +1,11 @@
 -- runaway_spin.lua: busy-loop for a given number of iterations, optionally after one write command (a runaway script on purpose).
 -- While it loops, the single-threaded server serves nobody else. Past busy-reply-threshold
--- (default 5000 ms) other clients get "BUSY ..." replies; SCRIPT KILL can stop it only if it has
--- not yet called a write command, whether or not that command changed anything ("write" and
--- "delete" modes call one first, after which only SHUTDOWN NOSAVE ends it).
+-- (default 5000 ms) other clients get "BUSY ..." replies; SCRIPT KILL can stop it only until it
+-- calls a write command, even one that changes nothing (then only SHUTDOWN NOSAVE ends it).
 -- Use only on a throwaway server.
--- KEYS[1]  a marker key: set to "started" in write mode, deleted in delete mode, untouched in read mode
+-- KEYS[1]  a marker key: set to "started" in write mode, deleted in delete mode, else untouched
 -- ARGV[1]  iterations: a decimal integer 1..10^12 (digits only)
--- ARGV[2]  "read" (loop without writing), "write" (SET KEYS[1] first, then loop) or "delete"
---          (DEL KEYS[1] first, then loop: unkillable even when KEYS[1] did not exist)
+-- ARGV[2]  "read" (no write), "write" (SET KEYS[1] first) or "delete" (DEL it first), then loop
 -- Returns: integer, the number of iterations done (= ARGV[1]).
 -- Errors (error replies "ERR runaway_spin: <code>: <detail>", or from the server):
 --   invalid-arguments   not exactly 1 key and 2 arguments, iterations not 1..10^12, or the mode
