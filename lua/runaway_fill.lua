@@ -11,7 +11,8 @@
 -- Errors (error replies "ERR runaway_fill: <code>: <detail>", or from the server):
 --   invalid-arguments   no key, not 1 or 2 arguments, or the count is not 1..10^8; nothing written.
 --   OOM command not allowed when used memory > 'maxmemory'   the server was over maxmemory when
---                       the script started; raised by the first SET, nothing written.
+--                       the EVAL (or the EXEC around it) arrived; raised by the first SET, nothing
+--                       written.
 
 if #KEYS < 1 or #ARGV < 1 or #ARGV > 2 or (#ARGV == 2 and (#ARGV[2] > 9
     or not string.find(ARGV[2], "^[1-9]%d*$") or tonumber(ARGV[2]) > 1e8)) then
