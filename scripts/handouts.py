@@ -456,7 +456,8 @@ def cheatsheet_html(races: tuple[RaceSheet, ...], work: dict[str, dict[str, Any]
         "<code>INCR</code> on a Redis primary can repeat after a failover, so take tokens from a "
         "linearizable store (etcd, ZooKeeper, a database sequence).</div>"
         "<p>Also: a script blocks every client while it runs; <code>SCRIPT KILL</code> / "
-        "<code>FUNCTION KILL</code> stop it only before its first write (notebook 06). Pipelines "
+        "<code>FUNCTION KILL</code> stop it only before it calls a write command, even one that "
+        "changes nothing (notebook 06). Pipelines "
         "are not atomic: only one script, Function or MULTI/EXEC is.</p>"
     )
     parts.append("</body></html>")
