@@ -114,15 +114,21 @@ class Pause(Fault):
         return [n + self.mark for n in run.clients if leases(run, n)]
 
     def footprint(self, run: Any, step: str) -> Footprint:
-        """Return the keys it expires: the actor's leases."""
-        return touching(leases(run, self.actor(step)))
+        """Return every key the actor has written: which of them it still holds is up to others.
+
+        Its leases are the keys it wrote *last*, so another actor's write to any key it wrote
+        changes what the pause expires: the two must not commute, although the pause writes
+        only its leases (a footprint of the leases alone lost schedules: see
+        tests/test_explorer_regressions.py).
+        """
+        return touching(written(run, self.actor(step)))
 
     def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
         """Expire the actor's leases now and add the trace row."""
         name = self.actor(step)
         run.client(name, "pause")  # ScheduleError: an unknown or finished actor, or a clock
         keys = leases(run, name)
-        run.record(step, touching(keys))
+        run.record(step, self.footprint(run, step))
         expire(run.observer, keys)
         shown = ", ".join(run.short(k) for k in keys)
         reply = f"lease of {shown} ran out" if keys else "no lease of its own: nothing expires"
@@ -214,6 +220,12 @@ def leases(run: Any, actor: str) -> list[str]:
                 last[key] = writer
     mine = [k for k in keys if last.get(k) == actor]
     return [k for k in mine if run.observer.pttl(k) >= 0]
+
+
+def written(run: Any, actor: str) -> list[str]:
+    """Return the run's keys (watched or reset) that actor's round trips have written so far."""
+    mine = [t for step, t in zip(run.names, run.footprints) if step == actor]
+    return [k for k in run.keys if any(t.everything or k.encode() in t.writes for t in mine)]
 
 
 def expire(client: Any, keys: Sequence[str]) -> list[str]:
