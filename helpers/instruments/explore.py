@@ -23,9 +23,11 @@ Fewer schedules, same answers:
   when one becomes the other by swapping neighbouring steps of different actors that touch no
   key in common, or only read it (see ``helpers.instruments.footprint``); they end in the same
   state with the same results, so the invariant gives both the same verdict. The search then
-  runs one schedule per class of equivalent schedules: dynamic partial-order reduction
-  (Flanagan and Godefroid, POPL 2005) with sleep sets (Godefroid 1996). A replay that can only
-  repeat a class already run stops early (``Exploration.pruned``). The answer still counts
+  runs one schedule per class of equivalent schedules: source-set dynamic partial-order
+  reduction (Abdulla et al., POPL 2014) with sleep sets (Godefroid 1996), in
+  ``helpers.instruments.dpor``. A replay that can only repeat a class already run stops early
+  (``Exploration.pruned``). The reduction is checked against exhaustive search on generated
+  races (tests/test_dpor_model.py, tests/test_fuzz_explorer.py). The answer still counts
   schedules: each class run stands for every order of its steps that keeps each conflict
   (``helpers.instruments.classes``), so ``total``, ``bad_count``, ``bad`` and ``good`` are those
   of an exhaustive search, ``runs`` is how many were run and ``classes`` how many classes.
@@ -34,6 +36,13 @@ Fewer schedules, same answers:
 * ``preemptions=N``: only the schedules in which an actor is switched away from, while it could
   go on, at most N times (CHESS's bound, Musuvathi and Qadeer, PLDI 2007). The result says
   ``complete=False`` when the bound left schedules out. The two do not combine (ValueError).
+
+No verdict without evidence: a search in which every client raised, or did not finish, in
+every schedule raises ``NoVerdict`` (with what each returned) instead of "0 of N break". The
+actors read the run's own clock (``helpers.instruments.logical_time``), and after a search a few
+schedules are replayed twice to catch actors that read what the explorer does not control
+(``helpers.instruments.determinism``). ``budget_s`` bounds a search's time; without it a reduced
+search that will not fit ``max_schedules`` is refused after its first few hundred replays.
 
 Server-global state: the script cache and Function libraries survive a reset (a shared server's
 cannot be flushed). When an actor loads a script or library for the first time during a search
