@@ -33,6 +33,7 @@ import redis_rate_limit
 import redlock
 
 from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race
+from helpers.instruments.adopt import Refusal
 
 LEASE_S = 10  # every lock's lease (forced schedules: a clock step ends it, not time)
 URL = "redis://localhost:6379/0"  # what the READMEs write; a race sends it to the lab's server
@@ -298,6 +299,13 @@ class Verdict:
 
 
 THREADS = "refused: its round trips come from threads of its own, which no step controls"
+REFUSED = {  # the verdict table's reason for each kind of refusal (helpers' Refusal)
+    Refusal.THREAD: THREADS,
+    Refusal.PUBSUB: "refused: it subscribes (pub/sub), which no step controls",
+    Refusal.NO_ROUND_TRIP: "refused: it sent no round trip the race could see",
+    Refusal.ASYNCIO: "refused: it uses an asyncio client, whose round trips no step controls",
+    Refusal.UNADOPTABLE: "refused: it opens a connection of its own that the race cannot adopt",
+}
 
 
 def verdict(race: Race, story: str = "") -> Verdict:
@@ -305,11 +313,7 @@ def verdict(race: Race, story: str = "") -> Verdict:
     try:
         every = race.explore(reduce=False)
     except ActorRefused as refused:  # its reason is one of a closed set (helpers' Refusal)
-        if refused.reason == "pubsub":
-            return Verdict(reason="refused: it subscribes (pub/sub), which no step controls")
-        if refused.reason == "thread":
-            return Verdict(reason=THREADS)
-        return Verdict(reason=f"refused: {str(refused).split(':')[0]}")
+        return Verdict(reason=REFUSED[refused.reason])
     except greenlet.error:  # a round trip from a thread that is not the actor's own
         return Verdict(reason=THREADS)
     except NoVerdict as nothing:  # every take raised: a wrong setup, not mutual exclusion
