@@ -32,8 +32,7 @@ import redis_lock
 import redis_rate_limit
 import redlock
 
-from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race
-from helpers.instruments.adopt import Refusal
+from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race, Refusal
 
 LEASE_S = 10  # every lock's lease (forced schedules: a clock step ends it, not time)
 URL = "redis://localhost:6379/0"  # what the READMEs write; a race sends it to the lab's server
