@@ -30,7 +30,7 @@ help: ## Show this help
 $(LEARNER_STAMP): pyproject.toml $(LEARNER_LOCK)
 	@echo "venv 1/3: $(if $(wildcard $(PY)),using,creating) $(VENV) ($(if $(UV),uv,pip) installs)"
 	@test -x $(PY) || $(if $(UV),$(UV) venv --quiet --seed --python $(PYTHON) $(VENV),$(PYTHON) -m venv $(VENV))
-	@echo "venv 2/3: the notebooks' $$(grep -c '^[a-zA-Z0-9]' $(LEARNER_LOCK)) pinned packages ($(LEARNER_LOCK))"
+	@echo "venv 2/3: the notebooks' pinned packages: those of the $$(grep -c '^[a-zA-Z0-9]' $(LEARNER_LOCK)) pins of $(LEARNER_LOCK) that apply to this system"
 	@$(INSTALL) --no-deps -r $(LEARNER_LOCK)
 	@echo "venv 3/3: the suite itself (editable: helpers, races, exercises)"
 	@$(INSTALL) --no-deps -e .
@@ -137,8 +137,11 @@ site: $(STAMP) ## The lesson site, learner and instructor views (offline, stored
 clean: ## Remove caches (keeps .venv and .redis)
 	rm -rf .pytest_cache .hypothesis .mypy_cache handouts site build/site-src **/__pycache__
 
-# Runs even before `make lab` has made .venv (then that is the one ✗), so it needs no $(STAMP).
+# Runs even before `make lab` has made .venv, so it needs no $(STAMP): then $(PYTHON) runs the
+# checks that need only the standard library (Python, chromium, JupyterLab's port) beside the ✗.
 .PHONY: doctor
 doctor: ## Check this machine for the workshop (run it the day before): a ✓/✗ list, each ✗ with its fix
-	@if [ -x $(PY) ]; then $(PY) -m helpers doctor; else \
-	  echo "✗ venv: no $(VENV) yet"; echo "    fix: make lab (creates it with the pinned packages), then make doctor"; exit 1; fi
+	@if [ -x $(PY) ]; then $(PY) -m helpers doctor; \
+	elif command -v $(PYTHON) >/dev/null 2>&1; then $(PYTHON) helpers/tools/machine.py; else \
+	  echo "✗ Python: no $(PYTHON) on PATH"; \
+	  echo "    fix: install Python 3.11 or newer (docs/setup.md), then make doctor"; exit 1; fi
