@@ -4,7 +4,8 @@ Sphinx with MyST-NB renders the committed notebooks with their stored outputs (e
 Each view gets its own source folder under ``build/site-src/<view>/`` laid out like the
 repository, so the notebooks' and docs' relative links work unchanged:
 
-- ``index.md``: the README's story (up to its first section) and the workshop's schedule;
+- ``index.md``: the README's story (up to its first section) and the workshop's schedule (the
+  learner view leaves out its subsections for instructors, e.g. "Pacing (for instructors)");
 - ``notebooks/NN_*.ipynb``: one page per notebook, cells selected as the handouts select them
   (scripts/handouts.py: the learner view is the student edition, without cells tagged
   ``solution`` or ``instructor``; no test markers), with a "launch" line under the title:
@@ -17,7 +18,8 @@ repository, so the notebooks' and docs' relative links work unchanged:
   sources keep the repository's layout and MyST makes the same heading anchors as GitHub;
 - a figure shows as its ``<img alt=...>`` twin (helpers.instruments.plots): MyST-NB prefers
   text/html to image/png, and reads no alt text from an output's metadata;
-- ``docs/setup.md`` (per-platform setup), ``docs/glossary.md`` and the cheat sheet (``docs/cheatsheet.md``, when there is one);
+- ``docs/setup.md`` (per-platform setup), ``docs/glossary.md``, ``docs/security.md`` (a shared
+  Redis) and the cheat sheet (``docs/cheatsheet.md``, when there is one);
 - ``docs/workshop.md`` (the learner view stops before its "Instructor notes" section);
 - instructor view only: ``docs/notes/NN.md`` and each notebook's notes inserted after its title,
   as in the instructor handout; solutions are shown, marked.
@@ -95,11 +97,17 @@ def home_page(readme: str, workshop: str, view: str) -> str:
     story = readme.split("\n## ", 1)[0]
     story = BADGE.sub(r"[Launch the notebooks on Binder](\1)", story).strip()  # no badge image
     schedule = workshop.split("\n## Schedule\n", 1)[1].split("\n## ", 1)[0]
+    if view == "learner":  # the learner's home page carries no instructor text
+        schedule = "\n### ".join(
+            part
+            for part in schedule.split("\n### ")
+            if "instructor" not in part.partition("\n")[0].lower()
+        )
     schedule = schedule.replace("](../notebooks/", "](notebooks/").replace(
         "](#", "](docs/workshop.md#"
     )
     pages = [f"notebooks/{p.stem}" for p in sorted(handouts.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))]
-    docs = ["docs/setup", "docs/glossary"] + (
+    docs = ["docs/setup", "docs/glossary", "docs/security"] + (
         ["docs/cheatsheet"] if (REPO / "docs/cheatsheet.md").exists() else []
     )
     docs.append("docs/workshop")
@@ -146,7 +154,7 @@ def write_sources(view: str, root: Path) -> Path:
     (src / "index.md").write_text(home_page(readme, workshop, view))
     for path in sorted(handouts.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         nbformat.write(view_notebook(path, view, binder), src / "notebooks" / path.name)
-    for doc in ("setup.md", "glossary.md", "cheatsheet.md"):
+    for doc in ("setup.md", "glossary.md", "security.md", "cheatsheet.md"):
         if (REPO / "docs" / doc).exists():
             shutil.copy(REPO / "docs" / doc, src / "docs" / doc)
     if view == "instructor":
