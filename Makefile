@@ -128,8 +128,9 @@ record: $(LEARNER_STAMP) ## Re-run the demos that need a redis-server and save t
 	  env -u REDIS_URL RACELAB_BACKEND=embedded RACELAB_RECORD=1 $(VENV)/bin/jupyter nbconvert --to notebook \
 	    --execute --output-dir "$${TMPDIR:-/tmp}" --ExecutePreprocessor.timeout=300 "$$nb" || exit 1; done
 
-handouts: $(LEARNER_STAMP) ## The one-page cheat sheet, the student and instructor editions, HTML and PDF (needs chromium), in handouts/
-	$(PY) scripts/handouts.py --out handouts
+PAPER ?= A4
+handouts: $(LEARNER_STAMP) ## The one-page cheat sheet, the student and instructor editions, HTML and PDF (needs chromium; PAPER=A4 or Letter), in handouts/
+	$(PY) scripts/handouts.py --out handouts --paper $(PAPER)
 
 site: $(STAMP) ## The lesson site, learner and instructor views (offline, stored outputs, no execution), in site/
 	$(PY) scripts/lesson_site.py --out site
