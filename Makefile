@@ -70,8 +70,12 @@ format: $(STAMP) ## Apply ruff's fixes and formatting (races/ keeps its layout);
 # Jupyter refuses to run as root without --allow-root (containers, CI machines).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# jupyter-config/ holds the suite's JupyterLab defaults (labconfig/default_setting_overrides.json:
+# no "news" pop-up over the first outputs, no update check); a learner's own settings still win.
+LAB_CONFIG := JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
+
 lab: $(LEARNER_STAMP) ## Install the notebooks' packages if needed, open JupyterLab at notebooks/00_start_here.ipynb
-	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
+	$(LAB_CONFIG) $(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
 	  --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb $(LAB_ARGS)
 
 test: $(STAMP) check ## make check, unit tests and every notebook: embedded, then a real Redis and a real 3-node cluster when available
