@@ -108,3 +108,76 @@ def test_glossary_links_keep_the_form_that_reaches_the_glossary_page(tmp_path: P
     # docs/glossary.html#<entry> (tests/browser/test_site.py checks every such link's anchor)
     assert (src / "notebooks" / ".." / "docs" / "glossary.md").resolve().is_file()
     assert lesson_site.config("learner")["myst_heading_anchors"] >= 2
+
+
+def test_instructor_notes_are_a_marked_box_right_after_the_title() -> None:
+    binder = lesson_site.binder_url(README)
+    stored = nbformat.read(NOTEBOOK, as_version=4)
+    instructor = lesson_site.view_notebook(NOTEBOOK, "instructor", binder)
+    title = stored.cells[0].source.partition("\n")[0]
+    first = instructor.cells[0].source
+    assert first.startswith(title + "\n\n:::{container} racelab-launch\n") and first.endswith(":::")
+    notes = instructor.cells[1].source
+    assert notes.startswith("::::{admonition} Instructor notes: 01 ")
+    assert notes.splitlines()[1] == ":class: handout-notes" and notes.endswith("\n::::")
+    rest = stored.cells[0].source.partition("\n")[2].strip()  # the story, after the notes
+    assert instructor.cells[2].source == rest
+    assert ".admonition.handout-notes" in lesson_site.CSS  # the style matches the box's classes
+    learner = lesson_site.view_notebook(NOTEBOOK, "learner", binder)
+    assert "handout-notes" not in "\n".join(c.source for c in learner.cells)
+
+
+def test_each_lesson_page_offers_the_notebook_for_download(tmp_path: Path) -> None:
+    src = lesson_site.write_sources("learner", tmp_path)
+    view = nbformat.read(src / "notebooks" / NOTEBOOK.name, as_version=4)
+    assert f"{{download}}`download it </ipynb/{NOTEBOOK.name}>`" in view.cells[0].source
+    # the download is the repository's own notebook, and it is not built as a page
+    assert (src / "ipynb" / NOTEBOOK.name).read_bytes() == NOTEBOOK.read_bytes()
+    assert "ipynb/**" in lesson_site.config("learner")["exclude_patterns"]
+
+
+def _colours(css: str, selector: str) -> dict[str, str]:
+    """Return the --racelab-* colours the first rule of selector sets."""
+    block = css.split(selector + " {", 1)[1].split("}", 1)[0]
+    return dict(re.findall(r"--racelab-([\w-]+): (#[0-9A-Fa-f]{6})", block))
+
+
+def test_the_sites_text_colours_meet_aa_in_light_and_dark_mode() -> None:
+    from helpers.instruments.plots import contrast
+
+    pages = {"body": "#ffffff", 'body[data-theme="dark"]': "#131416"}  # furo's backgrounds
+    for selector, page in pages.items():
+        colours = _colours(lesson_site.CSS, selector)
+        for name, bg in (("solution", "solution-bg"), ("notes", "notes-bg")):
+            for background in (page, colours[bg]):
+                ratio = contrast(colours[name], background)
+                assert ratio >= 4.5, (selector, name, background, round(ratio, 2))
+    dark = _colours(lesson_site.CSS, 'body[data-theme="dark"]')
+    auto = _colours(lesson_site.CSS, '  body:not([data-theme="light"])')
+    assert dark == auto  # the system's dark mode gets the same colours
+    assert "#1a7f37" not in lesson_site.CSS.split("body {", 1)[1].split("}", 1)[1]  # no fixed green
+
+
+def test_code_cells_lose_myst_nbs_green_margin() -> None:
+    rule = lesson_site.CSS.split("div.cell > div.cell_input {", 1)[1].split("}", 1)[0]
+    assert "border-left-color: var(--mystnb-source-border-color)" in rule
+
+
+def test_toctree_captions_get_the_aria_level_a_heading_needs() -> None:
+    namespace: dict[str, object] = {}
+    exec(lesson_site.CONF_SETUP, namespace)  # what the generated conf.py runs
+    caption = '<p class="caption" role="heading"><span class="caption-text">Lessons</span></p>'
+    context = {"body": caption, "furo_navigation_tree": caption * 2, "title": "x"}
+    namespace["_caption_levels"](None, "index", "page.html", context, None)
+    for name in ("body", "furo_navigation_tree"):
+        assert 'role="heading">' not in context[name]
+        assert context[name].count('role="heading" aria-level="2">') == len(context[name]) // len(
+            caption
+        )
+
+
+def test_scroll_regions_are_made_focusable_on_every_page(tmp_path: Path) -> None:
+    assert "site.js" in lesson_site.config("learner")["html_js_files"]
+    src = lesson_site.write_sources("learner", tmp_path)
+    script = (src / "_static" / "site.js").read_text()
+    assert 'setAttribute("tabindex", "0")' in script and "scrollWidth > el.clientWidth" in script
