@@ -27,9 +27,9 @@ repository, so the notebooks' and docs' relative links work unchanged:
   "Solution" in green. Code cells have a plain border (not MyST-NB's green margin), and every
   colour has a dark-mode twin with AA contrast on furo's dark background.
 
-Accessibility (axe-core's rules): a wide output or listing that scrolls gets ``tabindex=0``
-(``_static/site.js``), and the toctree captions get the ``aria-level`` their heading role needs
-(the generated ``conf.py``).
+Accessibility (axe-core's rules, checked by tests/browser/test_axe.py): a wide output or listing
+that scrolls gets ``tabindex=0`` and the theme's two sidebars get names (``_static/site.js``), and
+the toctree captions get the ``aria-level`` their heading role needs (the generated ``conf.py``).
 
 The HTML goes to ``site/learner/`` and ``site/instructor/`` (git-ignored). Sphinx warnings fail
 the build (a broken cross-reference is a warning).
@@ -65,22 +65,29 @@ CSS = """
 /* the site's colours: light, then dark (furo's data-theme, or the system's when it is "auto");
    each text colour has at least 4.5:1 on its background (green on #131416: 7.3:1) */
 body {
+  --racelab-ok: #1a7f37; --racelab-bad: #cf222e;
   --racelab-solution: #1a7f37; --racelab-solution-bg: #dafbe1;
   --racelab-notes: #8250df; --racelab-notes-bg: #fbefff;
   --racelab-optional: #0072B2; --racelab-launch-bg: #f6f8fa;
 }
 body[data-theme="dark"] {
+  --racelab-ok: #3fb950; --racelab-bad: #ff7b72;
   --racelab-solution: #3fb950; --racelab-solution-bg: #0f2d1a;
   --racelab-notes: #bc8cff; --racelab-notes-bg: #271b3d;
   --racelab-optional: #56B4E9; --racelab-launch-bg: #1f2328;
 }
 @media (prefers-color-scheme: dark) {
   body:not([data-theme="light"]) {
+    --racelab-ok: #3fb950; --racelab-bad: #ff7b72;
     --racelab-solution: #3fb950; --racelab-solution-bg: #0f2d1a;
     --racelab-notes: #bc8cff; --racelab-notes-bg: #271b3d;
     --racelab-optional: #56B4E9; --racelab-launch-bg: #1f2328;
   }
 }
+/* the instruments' HTML outputs colour ok and failed outcomes inline, for a light page; on a
+   dark page the same meaning takes the dark-mode twin */
+.cell_output [style*="color:#1a7f37"] { color: var(--racelab-ok) !important; }
+.cell_output [style*="color:#cf222e"] { color: var(--racelab-bad) !important; }
 /* code cells: MyST-NB's green left margin on every cell looked like the "Solution" mark; a plain
    border instead, and only solutions carry green */
 div.cell > div.cell_input {
@@ -114,7 +121,8 @@ div.cell > div.cell_input {
 .racelab-launch a.download code { background: none; border: none; font: inherit; padding: 0; }
 """
 # A wide output or listing scrolls sideways; a keyboard user can only scroll what can take the
-# focus (axe-core: scrollable-region-focusable), so each region that overflows gets tabindex=0.
+# focus (axe-core: scrollable-region-focusable), so each region that overflows gets tabindex=0;
+# and the theme's two sidebars get names.
 JS = """
 function racelabFocusableScroll() {
   document.querySelectorAll("pre, div.highlight, div.cell_output, div.output, .table-wrapper")
@@ -133,6 +141,15 @@ function racelabFocusableScroll() {
 }
 document.addEventListener("DOMContentLoaded", racelabFocusableScroll);
 window.addEventListener("resize", racelabFocusableScroll);
+// furo's two <aside> landmarks carry no name, so a screen reader lists two identical ones
+// (axe-core: landmark-unique)
+document.addEventListener("DOMContentLoaded", function () {
+  var names = {".sidebar-drawer": "Site navigation", ".toc-drawer": "On this page"};
+  Object.keys(names).forEach(function (selector) {
+    var aside = document.querySelector("aside" + selector);
+    if (aside && !aside.hasAttribute("aria-label")) aside.setAttribute("aria-label", names[selector]);
+  });
+});
 """
 # Sphinx writes a toctree's caption as <p class="caption" role="heading"> with no aria-level,
 # which a heading role requires (axe-core: aria-required-attr); the site's conf.py adds it, in the

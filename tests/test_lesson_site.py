@@ -148,14 +148,19 @@ def test_the_sites_text_colours_meet_aa_in_light_and_dark_mode() -> None:
     pages = {"body": "#ffffff", 'body[data-theme="dark"]': "#131416"}  # furo's backgrounds
     for selector, page in pages.items():
         colours = _colours(lesson_site.CSS, selector)
-        for name, bg in (("solution", "solution-bg"), ("notes", "notes-bg")):
-            for background in (page, colours[bg]):
+        pairs = (("solution", "solution-bg"), ("notes", "notes-bg"), ("ok", "ok"), ("bad", "bad"))
+        for name, bg in pairs:  # ok and bad: outputs' text on the page itself
+            for background in {page, colours[bg]} - {colours[name]}:
                 ratio = contrast(colours[name], background)
                 assert ratio >= 4.5, (selector, name, background, round(ratio, 2))
     dark = _colours(lesson_site.CSS, 'body[data-theme="dark"]')
     auto = _colours(lesson_site.CSS, '  body:not([data-theme="light"])')
     assert dark == auto  # the system's dark mode gets the same colours
-    assert "#1a7f37" not in lesson_site.CSS.split("body {", 1)[1].split("}", 1)[1]  # no fixed green
+    # the light green is a variable's value, or a selector of the outputs it re-colours: no rule
+    # draws it whatever the mode
+    rules = lesson_site.CSS.split("body {", 1)[1].split("}", 1)[1]
+    assert re.findall(r"[:\s]#1a7f37\b(?!\"\])", rules) == []
+    assert '.cell_output [style*="color:#1a7f37"] { color: var(--racelab-ok) !important; }' in rules
 
 
 def test_code_cells_lose_myst_nbs_green_margin() -> None:
@@ -181,3 +186,5 @@ def test_scroll_regions_are_made_focusable_on_every_page(tmp_path: Path) -> None
     src = lesson_site.write_sources("learner", tmp_path)
     script = (src / "_static" / "site.js").read_text()
     assert 'setAttribute("tabindex", "0")' in script and "scrollWidth > el.clientWidth" in script
+    for aside in (".sidebar-drawer", ".toc-drawer"):  # furo's two unnamed <aside> landmarks
+        assert f'"{aside}": "' in script
