@@ -128,6 +128,9 @@ def test_both_views_have_every_notebook_and_the_glossary(pages: dict[str, dict[s
         for n in notebooks:
             text = pages[f"{view}/notebooks/{n}.html"]["text"]
             assert "launch it on Binder" in text and "make lab" in text, f"{n}: no launch line"
+            links = pages[f"{view}/notebooks/{n}.html"]["links"]
+            (download,) = [h for h in links if "_downloads/" in h and h.endswith(f"/{n}.ipynb")]
+            assert (SITE / view / "notebooks" / download).resolve().is_file(), download
     assert "Schedule" in pages["learner/index.html"]["text"]
 
 
@@ -139,6 +142,8 @@ def test_no_broken_internal_link(site: Path, pages: dict[str, dict[str, Any]]) -
             if found is None:
                 continue
             page, anchor = found
+            if not page.endswith(".html") and (site / page).is_file():
+                continue  # a download (the notebook's .ipynb), there on disk
             if page not in pages:
                 broken.append(f"{name}: {href} (no page {page})")
             elif anchor and anchor not in pages[page]["ids"]:
