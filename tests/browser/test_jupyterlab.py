@@ -3,7 +3,8 @@
 nbval checks what the kernel returns; this checks what JupyterLab draws. One JupyterLab serves
 the repository on a free loopback port with a random token, on the embedded backend, with
 notebook windowing mode ``none`` (JUPYTERLAB_SETTINGS_DIR in a temporary folder) so that every
-cell is drawn, off screen too. Each notebook is copied with its outputs cleared to
+cell is drawn, off screen too, and the suite's own JupyterLab defaults (jupyter-config/, as
+`make lab` passes them): a first start shows no "news" pop-up. Each notebook is copied with its outputs cleared to
 ``.browser-run/`` (git-ignored; the committed notebook is never touched), opened, run with
 Run > Run All Cells, and waited for. Then, in the page:
 
@@ -126,10 +127,13 @@ def _free_port() -> int:
 
 
 def _write_settings(settings: Path) -> None:
-    """Windowing mode none (every cell drawn, off screen too); no news or update pop-ups."""
+    """Windowing mode none (every cell drawn, off screen too).
+
+    No news or update pop-up either, but that comes from the suite's own defaults
+    (jupyter-config/, as `make lab` passes them), which test_no_news_pop_up_on_a_first_start checks.
+    """
     for plugin, values in {
         "notebook-extension/tracker": {"windowingMode": "none", "autoStartDefaultKernel": True},
-        "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
     }.items():
         path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,6 +150,7 @@ def jupyterlab(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "RACELAB_BACKEND": "embedded",
         "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+        "JUPYTER_CONFIG_PATH": str(REPO / "jupyter-config"),  # as `make lab` starts it
         "RACELAB_PROGRESS_AFTER_S": "0",  # every hooked run draws its bar at once
     }
     # every notebook is there from the start, as in notebooks/ (00 lists the suite it finds)
@@ -267,6 +272,19 @@ def _open(browser: Any, lab: JupyterLab, copy: Path) -> Any:
     if open_tab.count():
         open_tab.click()
     return page
+
+
+def test_no_news_pop_up_on_a_first_start(browser: Any, jupyterlab: JupyterLab) -> None:
+    # A fresh user settings folder, so this is a first start: only the suite's defaults say no.
+    page = _open(browser, jupyterlab, _fresh_copy(NOTEBOOKS[0]))
+    try:
+        page.wait_for_timeout(5000)  # the question comes a moment after the page is ready
+        toasts = page.evaluate(
+            "() => [...document.querySelectorAll('.Toastify__toast')].map(e => e.innerText)"
+        )
+        assert not [t for t in toasts if "news" in t.lower()], toasts
+    finally:
+        page.close()
 
 
 def _run_all(browser: Any, lab: JupyterLab, notebook: Path) -> tuple[Any, float, list[str]]:
