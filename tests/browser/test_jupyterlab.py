@@ -27,6 +27,9 @@ predicted it".
 name the folder. The browser is Debian's chromium driven by playwright (its own browser download is not needed).
 Without playwright or chromium the tests skip, saying why; RACELAB_REQUIRE_BROWSER=1 (.ci/run)
 makes that a failure. RACELAB_CHROMIUM names another browser binary.
+
+axe-core (test_axe.py's pinned copy) also checks notebook 01 as it opens with its stored outputs:
+no critical or serious violation in its rendered markdown or its outputs.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from typing import Any
 
 import pytest
 from browser_kit import asked_for, browser  # noqa: F401 - fixtures pytest finds by name
+from test_axe import axe_source  # noqa: F401 - axe-core's script (npm ci in tests/browser)
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -285,6 +289,38 @@ def test_no_news_pop_up_on_a_first_start(browser: Any, jupyterlab: JupyterLab) -
         assert not [t for t in toasts if "news" in t.lower()], toasts
     finally:
         page.close()
+
+
+# axe-core over what the suite puts on the page: rendered markdown and the cells' outputs (the
+# editors, toolbars and panels around them are JupyterLab's own, and have known violations)
+AXE_CONTENT = """async () => {
+  const scope = {include: [[".jp-MarkdownOutput"], [".jp-OutputArea-output"]]};
+  const result = await axe.run(scope, {resultTypes: ["violations"]});
+  return {passed: result.passes.map(r => r.id), violations: result.violations.map(v => ({
+    id: v.id, impact: v.impact, nodes: v.nodes.length, first: v.nodes[0].target.join(" ")}))};
+}"""
+
+
+def test_notebook_01_with_its_outputs_has_no_serious_axe_violation(
+    browser: Any, jupyterlab: JupyterLab, axe_source: str
+) -> None:
+    notebook = next(p for p in NOTEBOOKS if p.name.startswith("01_"))
+    RUN_DIR.mkdir(exist_ok=True)
+    copy = RUN_DIR / f"axe_{notebook.name}"  # the stored outputs, as a learner first sees them
+    nb = json.loads(notebook.read_text())
+    nb["metadata"].pop("jupytext", None)
+    copy.write_text(json.dumps(nb, indent=1))
+    page = _open(browser, jupyterlab, copy)
+    try:
+        assert page.locator(f"{NOTEBOOK} .jp-OutputArea-output").count() > 10
+        page.add_script_tag(content=axe_source)
+        found = page.evaluate(AXE_CONTENT)
+    finally:
+        page.close()
+        copy.unlink()
+    assert {"link-name", "list"} <= set(found["passed"]), found["passed"]  # it looked
+    failing = [v for v in found["violations"] if v["impact"] in ("critical", "serious")]
+    assert not failing, failing
 
 
 def _run_all(browser: Any, lab: JupyterLab, notebook: Path) -> tuple[Any, float, list[str]]:
