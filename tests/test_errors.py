@@ -55,8 +55,8 @@ def test_the_walk_finds_the_classes_of_all_three_packages() -> None:
         "helpers.backend.guard.UnsafeCommandError",
         "helpers.backend.connection.NoReply",
         "helpers.instruments.load.RunTimeout",
-        "helpers.instruments.schedule.ScheduleError",
-        "helpers.instruments.explore.TooManySchedules",
+        "helpers.instruments.actors.ScheduleError",
+        "helpers.instruments.dpor.TooManySchedules",
     ):
         assert name in found, f"{name} is not found by the walk"
 
