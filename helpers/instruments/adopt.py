@@ -241,6 +241,8 @@ def install() -> None:
         redis.Redis.pubsub = _pubsub  # type: ignore[method-assign]
         _SYNC.connect_check_health = _connect  # type: ignore[method-assign]
         _ASYNC.connect_check_health = _connect_async  # type: ignore[method-assign]
+        _connect.__wrapped__ = _ORIGINAL["connect"]  # type: ignore[attr-defined]  # inspect.unwrap
+        _connect_async.__wrapped__ = _ORIGINAL["connect_async"]  # type: ignore[attr-defined]
         time.sleep = _sleep
         logical_time.replace(_ORIGINAL["sleep"], _sleep)  # from time import sleep, too
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
