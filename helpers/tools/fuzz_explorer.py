@@ -134,9 +134,6 @@ class Program:
         race: Race = namespace["build"](lab)
         return race
 
-    def __repr__(self) -> str:
-        return "\n" + self.source
-
 
 # ---------------------------------------------------------------------------- rendering
 
@@ -442,9 +439,9 @@ def check(lab: Lab, program: Program) -> None:
         )
 
 
-def fuzz(lab: Lab, races_wanted: int, seed: int, cap: int = CAP) -> int:
-    """Check races_wanted generated races on lab; return how many ran (Disagreement if any)."""
-    ran = [0]
+def fuzz(lab: Lab, races_wanted: int, seed: int, cap: int = CAP) -> list[Program]:
+    """Check races_wanted generated races on lab; return those checked (Disagreement if any)."""
+    checked: list[Program] = []
 
     @hypothesis_seed(seed)
     @settings(
@@ -455,11 +452,11 @@ def fuzz(lab: Lab, races_wanted: int, seed: int, cap: int = CAP) -> int:
     )
     @given(races(capabilities(lab), cap))
     def one(program: Program) -> None:
-        ran[0] += 1
+        checked.append(program)
         check(lab, program)
 
     one()
-    return ran[0]
+    return checked
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -473,7 +470,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"fuzzing the explorer: {args.races} races, seed {chosen} (SEED={chosen} repeats it)")
     lab = connect("fuzz_explorer", backend="embedded")
     try:
-        ran = fuzz(lab, args.races, chosen, args.cap)
+        ran = len(fuzz(lab, args.races, chosen, args.cap))
     except Disagreement as exc:
         print(f"\nDISAGREEMENT (seed {chosen}), shrunk:\n{exc}")
         return 1
