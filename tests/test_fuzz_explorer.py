@@ -4,6 +4,8 @@ Generated races (helpers.tools.fuzz_explorer): 200 on the embedded backend, 20 o
 (``RACELAB_FUZZ_RACES`` sets the first), with a fixed seed, so CI runs the same races each time.
 A disagreement fails with the shrunk race printed as runnable Python; make it a named test in
 tests/test_explorer_regressions.py. ``make fuzz-explorer`` runs 2,000 with a seed of your choice.
+Without Redis: a class stands for exactly the orders that swapping neighbouring commuting steps
+reaches (helpers.instruments.classes against its definition, on generated footprints).
 """
 
 from __future__ import annotations
@@ -12,7 +14,13 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from helpers import Lab
+from helpers.instruments.classes import each_order, orders_in_class
+from helpers.instruments.explore import normal_form
+from helpers.instruments.footprint import Footprint
 from helpers.tools.fuzz_explorer import (
     CALLS,
     Program,
@@ -109,3 +117,45 @@ def test_a_schedule_judged_differently_is_a_disagreement() -> None:
     reduced = [_Outcome("AB", True, "A=1  B=3")]
     found = disagreements(_Answers(reduced, every), {})  # type: ignore[arg-type]
     assert "  AB: ok  A=1  B=3 | ok  A=1  B=2" in found
+
+
+# ------------------------------------------------------------------ counting back, without Redis
+
+
+def _swaps(names: tuple[str, ...], steps: tuple[Footprint, ...]) -> set[tuple[int, ...]]:
+    """Return every order reached by swapping neighbouring commuting steps (the definition)."""
+    start = tuple(range(len(names)))
+    seen, todo = {start}, [start]
+    while todo:
+        order = todo.pop()
+        for p in range(len(order) - 1):
+            i, j = order[p], order[p + 1]
+            if names[i] != names[j] and not steps[i].conflicts(steps[j]):
+                swapped = (*order[:p], j, i, *order[p + 2 :])
+                if swapped not in seen:
+                    seen.add(swapped)
+                    todo.append(swapped)
+    return seen
+
+
+_FOOTPRINTS = st.builds(
+    Footprint,
+    st.frozensets(st.sampled_from([b"x", b"y"])),
+    st.frozensets(st.sampled_from([b"x", b"y"])),
+    st.sampled_from([False] * 7 + [True]),  # now and then a step whose keys are unknown
+)
+
+
+@settings(max_examples=300, deadline=None, database=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from("ABC"), _FOOTPRINTS), min_size=1, max_size=7))
+def test_a_class_stands_for_exactly_the_orders_neighbour_swaps_reach(
+    drawn: list[tuple[str, Footprint]],
+) -> None:
+    names, steps = tuple(n for n, _ in drawn), tuple(s for _, s in drawn)
+    reached = _swaps(names, steps)
+    listed = [tuple(o) for o in each_order(names, steps, str, lambda n: ("ABC".index(n), n))]
+    assert orders_in_class(names, steps, str) == len(reached)
+    assert sorted(listed) == sorted(reached) and len(set(listed)) == len(listed)
+    assert listed == sorted(listed, key=lambda o: ["ABC".index(names[i]) for i in o])
+    first = min(reached, key=lambda o: [names[i] for i in o])
+    assert normal_form(names, steps, "ABC") == "".join(names[i] for i in first)

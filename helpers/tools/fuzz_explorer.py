@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 from helpers.backend.lab import Lab, connect
 from helpers.instruments.explore import count_interleavings
+from helpers.instruments.progress import progress
 from helpers.instruments.scenario import Race
 
 VALUES = ("1", "2", "x")
@@ -453,9 +454,11 @@ def fuzz(lab: Lab, races_wanted: int, seed: int, cap: int = CAP) -> list[Program
     @given(races(capabilities(lab), cap))
     def one(program: Program) -> None:
         checked.append(program)
+        bar.update(len(checked))
         check(lab, program)
 
-    one()
+    with progress("fuzzing the explorer", total=races_wanted, unit="races") as bar:
+        one()  # the explorations inside are silent: only the outermost progress shows
     return checked
 
 
