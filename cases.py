@@ -32,7 +32,7 @@ import redis_lock
 import redis_rate_limit
 import redlock
 
-from helpers import ActorRefused, Invariant, Lab, Race
+from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race
 
 LEASE_S = 10  # every lock's lease (forced schedules: a clock step ends it, not time)
 URL = "redis://localhost:6379/0"  # what the READMEs write; a race sends it to the lab's server
@@ -313,6 +313,10 @@ def verdict(race: Race, story: str = "") -> Verdict:
         return Verdict(reason=THREADS)
     except greenlet.error:  # a round trip from a thread that is not the actor's own
         return Verdict(reason=THREADS)
+    except NoVerdict as nothing:  # every take raised: a wrong setup, not mutual exclusion
+        return Verdict(
+            reason=f"no verdict: every actor raised ({nothing.exploration.returned_text()})"
+        )
     judged = every.outcomes
     if story == "release":  # the lease that runs out must be A's, not B's
         judged = [o for o in judged if o.schedule.index("T") < o.schedule.index("B")]

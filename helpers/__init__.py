@@ -10,6 +10,8 @@ What a learner imports comes from here, e.g. ``from helpers import Race, connect
 * ``Invariant(name, sentence, check)``: what must hold after a race, said in words;
 * ``ActorRefused``: an actor did what no schedule controls (subscribed, or sent nothing the race
   could see); ``SPUN``: the result of an actor whose retry loop its spin bound cut;
+* ``NoVerdict``: an exploration in which every actor raised or did not finish, in every schedule:
+  the invariant judged nothing, so there is no count to give;
 * ``run_schedule``, ``explore``, ``Stepper``, ``lease_expires``, ``run_clients``: the instruments
   a ``Race`` calls, for notebooks that use one of them alone;
 * ``plot_timeline``, ``cost_vs_size`` and the other plots; ``lease_span``, ``hold_spans``: the spans it shades
@@ -27,7 +29,7 @@ from helpers.backend.lab import Capabilities, Lab, connect
 from helpers.backend.modes import client_stats
 from helpers.backend.scripts import lua
 from helpers.instruments.adopt import SPUN, ActorRefused
-from helpers.instruments.explore import explore
+from helpers.instruments.explore import NoVerdict, explore
 from helpers.instruments.history import hold_spans, lease_span
 from helpers.instruments.invariant import Invariant
 from helpers.instruments.listing import show
@@ -46,6 +48,7 @@ __all__ = [
     "Capabilities",
     "Invariant",
     "Lab",
+    "NoVerdict",
     "Race",
     "ScheduleRun",
     "UnsafeCommandError",

@@ -83,7 +83,8 @@ def test_naive_limiter_picture_is_stable_text(lab: Lab) -> None:
     )
     assert found.picture() == (
         " AAB  [ABAB] [ABBA] [BAAB] [BABA]  BBA\n"
-        "[...] = invariant broken; 4 of 6 schedules break the invariant, in 2 of 4 classes"
+        "[...] = invariant broken; 4 of 6 schedules break the invariant, in 2 of 4 classes\n"
+        "returned: A: 'allowed' in 5, 'rejected' in 1; B: 'allowed' in 5, 'rejected' in 1"
     )
     assert str(found) == found.picture()
     assert found.table().splitlines()[2] == "ABAB      BROKEN     A='allowed'  B='allowed'"

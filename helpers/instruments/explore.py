@@ -45,16 +45,20 @@ MAX_RESTARTS times). The suite's own scripts are loaded before the first replay.
 from __future__ import annotations
 
 import textwrap
+import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from helpers.errors import RaceLabError
+from helpers.instruments import dpor
 from helpers.instruments import faults as fault_steps
 from helpers.instruments.adopt import SPUN
 from helpers.instruments.blocking import BLOCKED
 from helpers.instruments.classes import each_order, orders_in_class
-from helpers.instruments.footprint import EVERYTHING, Footprint
+from helpers.instruments.dpor import NotDeterministic, TooManySchedules
+from helpers.instruments.footprint import Footprint
+from helpers.instruments.plots import schedule_grid
 from helpers.instruments.progress import progress, tick
 from helpers.instruments.schedule import (
     CRASHED,
@@ -68,20 +72,24 @@ from helpers.instruments.schedule import (
     schedule_names,
     schedule_text,
 )
+from helpers.instruments.spec import ExploreOptions, RaceDefinitionError, RaceSpec
 
-DEFAULT_MAX_SCHEDULES = 20_000
-DEFAULT_MAX_STEPS = 10_000  # per replay: an actor that never finishes must not hang the explorer
 RUNNER = "greenlet"  # replays run actors as greenlets: a step is a switch (see ScheduleRun)
 MAX_RESTARTS = 10  # searches restarted because an actor loaded a new script (see _search)
+ESTIMATE_AFTER = 200  # a reduced search estimates its size after this many replays (and 2x, 4x...)
 Invariant = Callable[[Any, dict[str, Any]], bool]
 
 
-class TooManySchedules(RaceLabError, RuntimeError):
-    """The actors have more interleavings than max_schedules allows."""
+class NoVerdict(RaceLabError, RuntimeError):
+    """No schedule gave evidence: every actor raised or did not finish in every one of them.
 
+    ``exploration`` holds what was run (each actor's results in ``returned_text()``), so a
+    caller can show it; its counts say nothing about the invariant.
+    """
 
-class NotDeterministic(RaceLabError, RuntimeError):
-    """Replaying the same prefix of a schedule let other actors run: the actors are not deterministic."""
+    def __init__(self, message: str, exploration: Exploration) -> None:
+        super().__init__(message)
+        self.exploration = exploration
 
 
 @dataclass(frozen=True)
@@ -93,6 +101,7 @@ class Outcome:
     results: dict[str, Any]
     result_text: str
     steps: tuple[Footprint, ...] = field(default=(), repr=False)  # what each step touched
+    texts: dict[str, str] = field(default_factory=dict, repr=False)  # each actor's result, shown
 
 
 @dataclass
@@ -108,9 +117,11 @@ class Exploration:
     preemptions: int | None = None  # the preemption bound the search kept to (None: none)
     complete: bool = True  # False: the bound left schedules out
     pruned: int = 0  # replays cut short because an equivalent schedule had been run
+    budget_s: float | None = None  # set when the search stopped at its time budget, unfinished
     order: list[str] = field(
         default_factory=list, repr=False
     )  # step names, as the search tries them
+    judged: list[str] = field(default_factory=list, repr=False)  # the clients (not clocks)
     _classes: dict[str, str] = field(default_factory=dict, repr=False)
     _weights: dict[str, int] | None = field(default=None, repr=False)  # class rep: its orders
     _expanded: dict[bool, list[Outcome]] = field(default_factory=dict, repr=False)
@@ -172,7 +183,7 @@ class Exploration:
                     text = schedule_text([names[i] for i in picked])
                     self._classes.setdefault(text, cls)
                     steps = tuple(o.steps[i] for i in picked)
-                    found.append(Outcome(text, o.ok, o.results, o.result_text, steps))
+                    found.append(Outcome(text, o.ok, o.results, o.result_text, steps, o.texts))
             if self.reduced:
                 found.sort(key=lambda o: [self._rank(n) for n in self.names_of(o.schedule)])
             self._expanded[ok] = found
@@ -260,17 +271,55 @@ class Exploration:
         if self.preemptions is not None:
             text += f" (at most {self.preemptions} preemptions"
             text += ")" if self.complete else ": not every schedule)"
+        if self.budget_s is not None:
+            text += (
+                f" (PARTIAL: stopped at its budget of {self.budget_s:g} s after {self.runs} "
+                f"runs; only the schedules those runs stand for are counted)"
+            )
         if self.spin_cut:
             text += f"; in {self.spin_cut} an actor's retry loop was cut by its spin bound"
         return text
 
+    def returned(self) -> dict[str, dict[str, int]]:
+        """Return {client: {its result as shown: in how many schedules}}, clocks left out."""
+        tally: dict[str, dict[str, int]] = {n: {} for n in self.judged}
+        for o in self.outcomes:
+            weight = self.orders(o.schedule)
+            for name, counts in tally.items():
+                text = o.texts.get(name, CRASHED)
+                counts[text] = counts.get(text, 0) + weight
+        return tally
+
+    def returned_text(self, most: int = 3) -> str:
+        """Return what each client returned, e.g. "A: True in 4, 'busy' in 2; B: True in 6"."""
+        parts = []
+        for name, counts in self.returned().items():
+            ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+            shown = [f"{text} in {n}" for text, n in ranked[:most]]
+            if len(ranked) > most:
+                shown.append(
+                    f"{len(ranked) - most} other results in {sum(n for _, n in ranked[most:])}"
+                )
+            parts.append(f"{name}: {', '.join(shown)}")
+        return "; ".join(parts)
+
+    def evidence(self) -> bool:
+        """Return True if some client finished its call without raising in some schedule."""
+        return any(
+            name in o.results and not isinstance(o.results[name], BaseException)
+            for o in self.outcomes
+            for name in self.judged
+        )
+
     def picture(self, width: int = 88) -> str:
-        """Return every schedule on a few lines, bad ones in [brackets], then the summary."""
+        """Return every schedule on a few lines, bad ones in [brackets], the summary and results."""
         cells = [f"[{o.schedule}]" if not o.ok else f" {o.schedule} " for o in self.schedules]
         body = textwrap.fill(
             " ".join(cells), width=width, break_on_hyphens=False, break_long_words=False
         )
-        return f"{body}\n[...] = invariant broken; {self.summary()}"
+        return (
+            f"{body}\n[...] = invariant broken; {self.summary()}\nreturned: {self.returned_text()}"
+        )
 
     def table(self) -> str:
         """Return one line per schedule: order, ok/BAD, and each client's result."""
@@ -281,6 +330,7 @@ class Exploration:
             for o in self.schedules
         ]
         lines.append(self.summary())
+        lines.append(f"returned: {self.returned_text()}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -291,140 +341,7 @@ class Exploration:
 
     def plot(self, title: str = "Every interleaving", ax: Any = None) -> Any:
         """Return a Figure: one column per schedule, one colour per client, broken ones marked."""
-        from helpers.instruments.plots import (
-            schedule_grid,  # matplotlib is imported only when plotting
-        )
-
         return schedule_grid(self, title=title, ax=ax)
-
-
-@dataclass
-class _Node:
-    """One state of the search: who could run, what each would touch, what was and will be tried."""
-
-    options: list[str]  # the unfinished actors, in the order they were given
-    nexts: dict[str, Footprint]  # what each one's next step reads and writes
-    sleep: frozenset[str]  # actors whose next step is covered by a sibling already explored
-    chosen: str = ""
-    tried: list[str] = field(default_factory=list)  # chosen here so far, in order
-    backtrack: set[str] = field(default_factory=set)  # still to try here (reduce=True)
-    footprint: Footprint = EVERYTHING  # of the step chosen here, once it ran
-    before: int = 0  # bit j set: step j happens before this node's step (itself included)
-    preemptions: int = 0  # preemptions up to and including this node's step
-    child_sleep: frozenset[str] = frozenset()
-
-
-class _Search:
-    """The stateless search: which choice each replay makes at each depth, and what is left."""
-
-    def __init__(self, order: list[str], reduce: bool, preemptions: int | None) -> None:
-        self.order, self.reduce, self.bound = order, reduce, preemptions
-        self.nodes: list[_Node] = []
-        self.bounded = False  # some schedule was left out by the preemption bound
-
-    def _cost(self, depth: int, options: list[str], choice: str) -> int:
-        """Return the preemptions after choosing choice at depth (a switch away from a runnable actor)."""
-        if depth == 0:
-            return 0
-        previous = self.nodes[depth - 1]
-        if fault_steps.kind_of(choice) or fault_steps.kind_of(previous.chosen):
-            return previous.preemptions  # a fault, or the switch it forced: not a preemption
-        switch = choice != previous.chosen and previous.chosen in options
-        return previous.preemptions + int(switch)
-
-    def _allowed(self, depth: int, options: list[str], choice: str) -> bool:
-        if self.bound is None or self._cost(depth, options, choice) <= self.bound:
-            return True
-        self.bounded = True
-        return False
-
-    def choose(self, depth: int, options: list[str], nexts: dict[str, Footprint]) -> str | None:
-        """Return the choice at a new depth (first allowed actor not asleep); None: all asleep."""
-        sleep = self.nodes[depth - 1].child_sleep if depth else frozenset()
-        node = _Node(options, nexts, sleep)
-        if self.reduce:
-            self._find_races(depth, node)
-        for name in options:
-            if name not in sleep and self._allowed(depth, options, name):
-                self._take(depth, node, name)
-                self.nodes.append(node)
-                return name
-        return None
-
-    def _take(self, depth: int, node: _Node, name: str) -> None:
-        """Choose name at node: the child's sleep set keeps the tried steps name commutes with."""
-        if self.reduce:
-            asleep = node.sleep | frozenset(node.tried)
-            mine, actor = node.nexts[name], fault_steps.actor_of(name)
-            node.child_sleep = frozenset(  # A's fault and A's step never commute: program order
-                r
-                for r in asleep
-                if fault_steps.actor_of(r) != actor and not node.nexts[r].conflicts(mine)
-            )
-        node.chosen = name
-        node.tried.append(name)
-        node.backtrack.add(name)
-        node.preemptions = self._cost(depth, node.options, name)
-
-    def ran(self, depth: int, footprint: Footprint) -> None:
-        """Record what the step chosen at depth touched, and which earlier steps happen before it."""
-        node = self.nodes[depth]
-        node.footprint = footprint
-        before = 1 << depth
-        actor = fault_steps.actor_of(node.chosen)  # a fault step is in its actor's program order
-        for j in range(depth):
-            other = self.nodes[j]
-            if fault_steps.actor_of(other.chosen) == actor or other.footprint.conflicts(footprint):
-                before |= other.before
-        node.before = before
-
-    def _find_races(self, depth: int, node: _Node) -> None:
-        """Flanagan-Godefroid: for each actor's next step, reverse its latest race in the prefix.
-
-        Waiting actors count too (their call is a step once answerable): where the racing step
-        could not have run, every step that could is tried there instead.
-        """
-        for name in node.nexts:
-            step, actor = node.nexts[name], fault_steps.actor_of(name)
-            mine = next(
-                (
-                    self.nodes[k].before
-                    for k in range(depth - 1, -1, -1)
-                    if fault_steps.actor_of(self.nodes[k].chosen) == actor
-                ),
-                0,
-            )
-            for j in range(depth - 1, -1, -1):
-                other = self.nodes[j]
-                theirs = fault_steps.actor_of(other.chosen)
-                if theirs != actor and other.footprint.conflicts(step) and not mine >> j & 1:
-                    if name in other.options:
-                        other.backtrack.add(name)
-                    else:
-                        other.backtrack |= set(other.options)
-                    break
-
-    def blocked(self, depth: int, options: list[str], nexts: dict[str, Footprint]) -> None:
-        """Record a replay cut short at depth because every runnable actor was asleep."""
-        if self.reduce:
-            self._find_races(depth, _Node(options, nexts, frozenset()))
-
-    def next_prefix(self) -> int | None:
-        """Make the deepest untried choice; return its depth (replay nodes[:depth+1]), None: done."""
-        for depth in range(len(self.nodes) - 1, -1, -1):
-            node = self.nodes[depth]
-            wanted = node.backtrack if self.reduce else node.options
-            if self.reduce:  # a fault may never happen, so every place it can is tried
-                wanted = set(wanted) | {n for n in node.options if fault_steps.kind_of(n)}
-            for name in self.order:
-                if name not in node.options:
-                    continue
-                if name in wanted and name not in node.tried and name not in node.sleep:
-                    if self._allowed(depth, node.options, name):
-                        del self.nodes[depth + 1 :]
-                        self._take(depth, node, name)
-                        return depth
-        return None
 
 
 def explore(
@@ -434,19 +351,12 @@ def explore(
     setup: Callable[[Any], Any] | None = None,
     watch: Sequence[str] = (),
     reset: Sequence[str] | None = None,
-    max_schedules: int = DEFAULT_MAX_SCHEDULES,
-    keep_traces: bool = True,
-    max_steps: int = DEFAULT_MAX_STEPS,
-    *,
-    reduce: bool | None = None,
-    preemptions: int | None = None,
-    classes: bool = False,
-    crashes: int = 0,
-    faults: Sequence[str] = (),
-    max_faults: int | None = None,
+    **options: Any,
 ) -> Exploration:
     """Run every interleaving of the actors' round trips; return which schedules break invariant.
 
+    The first six arguments are the race (checked once, as a ``RaceSpec``); options are the
+    fields of ``ExploreOptions`` (also checked once), or ``options=ExploreOptions(...)``.
     Replays reuse one gated client per actor (state reset between replays) and do not read the
     watched keys after each step; ``Exploration.trace(schedule)`` (and ``first_bad()``) replays
     one schedule with ``run_schedule`` to print it, which gives the same trace because actors
@@ -462,42 +372,50 @@ def explore(
     result is then "(crashed)"), "A~" pauses A until its leases run out, "restart" and
     "failover" hit a throwaway server (see ``helpers.instruments.faults``, which also says
     where each one can run). crashes=N is faults=("crash",), max_faults=N.
+    budget_s=S stops the search after about S seconds with a partial result (``complete`` is
+    False, the summary says PARTIAL). Without it, a reduced search estimates its size after
+    ESTIMATE_AFTER replays and refuses at once one that will not fit max_schedules.
+    An exploration in which every client raised or did not finish, in every schedule, raises
+    NoVerdict: the invariant judged nothing.
     """
-    if len(actors) < 1:
-        raise ValueError("explore needs at least one actor")
-    if preemptions is not None and (isinstance(preemptions, bool) or preemptions < 0):
-        raise ValueError(f"preemptions must be a number >= 0 or None, got {preemptions!r}")
-    if reduce and preemptions is not None:
-        raise ValueError("reduce=True and preemptions=N do not combine soundly: use one of them")
-    if reduce is None:  # the default: one run per class, unless a preemption bound is asked for
-        reduce = preemptions is None
-    if crashes:
-        if faults:
-            raise ValueError("crashes=N is faults=('crash',), max_faults=N: pass one of them")
-        faults, max_faults = ("crash",), crashes
-    kinds, bound = fault_steps.checked_kinds(faults, max_faults)
+    spec = RaceSpec(
+        lab, dict(actors), setup, tuple(watch), None if reset is None else tuple(reset), invariant
+    )
+    return explore_spec(spec, options_of(options))
+
+
+def options_of(keywords: dict[str, Any]) -> ExploreOptions:
+    """Return the ExploreOptions that explore's keywords give (options= and overrides, or fields)."""
+    given = keywords.pop("options", None)
+    if given is None:
+        return ExploreOptions.of(**keywords)
+    if not isinstance(given, ExploreOptions):
+        raise TypeError(f"options= must be an ExploreOptions, got {given!r}")
+    return replace(given, **keywords)
+
+
+def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
+    """Search spec's schedules as options say; return the Exploration (see ``explore``)."""
+    if spec.invariant is None:
+        raise RaceDefinitionError("explore needs the race's invariant")
+    lab, actors, kinds, bound = spec.lab, spec.actors, options.faults, options.max_faults or 0
     clients = [n for n, fn in actors.items() if not isinstance(fn, Clock)]
+    budget_s = options.budget_s
     with (
         fault_steps.ServerFaults(lab, kinds if bound else ()) as server,
-        Connections(lab, actors, [*(reset if reset is not None else ()), *watch]) as connections,
+        Connections(lab, actors, [*(spec.reset or ()), *spec.watch]) as connections,
         progress("exploring schedules", unit="replays"),
     ):
         for _attempt in range(MAX_RESTARTS + 1):
             order = [*actors, *fault_steps.all_names(clients, kinds)]
-            search = _Search(order, reduce, preemptions)
+            search = dpor.Search(order, bool(options.reduce), options.preemptions)
             outcomes, pruned = _search(
-                lab,
-                actors,
-                invariant,
-                setup,
-                watch,
-                reset,
+                spec,
+                options,
                 connections,
                 search,
-                max_schedules,
-                max_steps,
-                reduce or classes or "pause" in kinds,
                 _Faults(kinds, bound, server),
+                None if budget_s is None else time.monotonic() + budget_s,
             )
             if outcomes is not None:
                 break
@@ -508,20 +426,29 @@ def explore(
 
     def replay(schedule: str) -> Trace:
         names = schedule_names(schedule, order)  # inverse of schedule_text
-        return run_schedule(lab, actors, names, setup=setup, watch=watch, reset=reset)
+        return run_schedule(lab, actors, names, spec.setup, spec.watch, spec.reset)
 
-    return Exploration(
+    found = Exploration(
         outcomes,
         {},
         list(actors),
         dict(actors),
-        replay if keep_traces else None,
-        reduced=reduce,
-        preemptions=preemptions,
-        complete=not search.bounded,
+        replay if options.keep_traces else None,
+        reduced=bool(options.reduce),
+        preemptions=options.preemptions,
+        complete=not search.bounded and not search.stopped,
         pruned=pruned,
         order=order,
+        judged=clients,
+        budget_s=budget_s if search.stopped else None,
     )
+    if outcomes and clients and not found.evidence():
+        raise NoVerdict(
+            f"no verdict: in every one of the {found.total} schedules every actor raised or did "
+            f"not finish, so the invariant judged nothing ({found.returned_text()})",
+            found,
+        )
+    return found
 
 
 @dataclass
@@ -537,34 +464,48 @@ class _Faults:
         return fault_steps.options(run, self.kinds, self.bound) if self.bound else []
 
 
-def _advance(run: ScheduleRun, name: str, faults: _Faults) -> None:
-    """Run one step of the search: actor name's next round trip, or a fault step ("A!", ...)."""
-    if not run.fault(name, faults.server):
-        run.advance(name)
+@dataclass
+class _RunReplay:
+    """A ScheduleRun as the search core sees it (``dpor.Replay``): actors' steps and faults."""
 
+    run: ScheduleRun
+    faults: _Faults
 
-def _with_faults(
-    run: ScheduleRun, nexts: dict[str, Footprint], options: list[str]
-) -> dict[str, Footprint]:
-    """Return nexts with each fault option's footprint (``faults.footprint``)."""
-    return nexts | {
-        n: fault_steps.footprint(run, n) for n in options if n not in nexts and n not in run.actors
-    }
+    @property
+    def names(self) -> list[str]:
+        """Return the steps run so far."""
+        return self.run.names
+
+    def options(self) -> list[str]:
+        """Return the actors that can send now (a waiting one cannot), then the fault steps."""
+        runnable = self.run.runnable
+        return runnable + self.faults.options(self.run) if runnable else []
+
+    def nexts(self, options: list[str]) -> dict[str, Footprint]:
+        """Return what each actor's next round trip, and each fault option, would touch."""
+        run = self.run
+        return run.next_footprints() | {
+            n: fault_steps.footprint(run, n) for n in options if n not in run.actors
+        }
+
+    def step(self, name: str) -> Footprint:
+        """Run actor name's next round trip, or a fault step ("A!", ...); return its footprint."""
+        if not self.run.fault(name, self.faults.server):
+            self.run.advance(name)
+        return self.run.footprints[-1]
+
+    def waiting(self) -> dict[str, Footprint]:
+        """Return the actors still waiting at the end, and what their calls would touch."""
+        return self.run.next_footprints() if self.run.blocked else {}
 
 
 def _search(
-    lab: Any,
-    actors: Mapping[str, Actor],
-    invariant: Callable[[Any, dict[str, Any]], bool],
-    setup: Callable[[Any], Any] | None,
-    watch: Sequence[str],
-    reset: Sequence[str] | None,
+    spec: RaceSpec,
+    options: ExploreOptions,
     connections: Connections,
-    search: _Search,
-    max_schedules: int,
-    max_steps: int,
-    footprints: bool,
+    search: dpor.Search,
     faults: _Faults,
+    deadline: float | None = None,
 ) -> tuple[list[Outcome] | None, int]:
     """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
 
@@ -572,11 +513,22 @@ def _search(
     state no reset restores) ends the search: it restarts with that script loaded, so that every
     replay it keeps sees the same server.
     """
+    lab, actors, invariant = spec.lab, spec.actors, spec.invariant
+    max_schedules, max_steps = options.max_schedules, options.max_steps
+    footprints = search.reduce or options.classes or "pause" in faults.kinds
+    assert invariant is not None  # explore_spec refuses a race without one
     outcomes: list[Outcome] = []
     pruned = 0
     while True:
-        tick(len(outcomes) + pruned)
-        if len(outcomes) + pruned >= max_schedules:
+        replays = len(outcomes) + pruned
+        if deadline is not None and outcomes and time.monotonic() > deadline:
+            search.stopped = True
+            return outcomes, pruned
+        if search.reduce and replays >= ESTIMATE_AFTER and replays & (replays - 1) == 0:
+            _refuse_if_estimate_over(search, replays, max_schedules, deadline is not None)
+        else:
+            tick(replays)
+        if replays >= max_schedules:
             if search.reduce:
                 what, instead = "replays (classes and pruned ones)", "preemptions=N instead"
             else:
@@ -588,9 +540,9 @@ def _search(
         with ScheduleRun(
             lab,
             actors,
-            setup,
-            watch,
-            reset,
+            spec.setup,
+            spec.watch,
+            spec.reset,
             connections=connections,
             observe=False,
             footprints=footprints,
@@ -598,39 +550,7 @@ def _search(
         ) as run:
             if faults.server is not None:
                 faults.server.begin(run)
-            complete = True
-            while runnable := run.runnable:  # a waiting actor is not (instruments.blocking)
-                options = runnable + faults.options(run)
-                depth = len(run.names)
-                nexts = run.next_footprints if search.reduce else dict
-                if depth >= max_steps:
-                    raise TooManySchedules(
-                        f"a schedule ran more than {max_steps} steps; does every "
-                        f"actor finish? (or raise max_steps)"
-                    )
-                if depth < len(search.nodes):  # the prefix an earlier replay chose
-                    node = search.nodes[depth]
-                    if options != node.options:
-                        # Same prefix as an earlier replay, so the same clients must be runnable.
-                        raise NotDeterministic(
-                            f"actors are not deterministic: replaying "
-                            f"{schedule_text(run.names)!r}, runnable clients were "
-                            f"{node.options} before and {options} now"
-                        )
-                    _advance(run, node.chosen, faults)
-                    if depth == len(search.nodes) - 1:  # the new choice: its step is new too
-                        search.ran(depth, run.footprints[-1])
-                    continue
-                footprints_next = _with_faults(run, nexts(), options) if search.reduce else {}
-                chosen = search.choose(depth, options, footprints_next)
-                if chosen is None:  # every runnable actor is asleep: an equivalent one ran
-                    search.blocked(depth, options, footprints_next)
-                    complete = False
-                    break
-                _advance(run, chosen, faults)
-                search.ran(depth, run.footprints[-1])
-            if search.reduce and complete and run.blocked:  # their calls race with steps run
-                search.blocked(len(run.names), [], run.next_footprints())
+            complete = dpor.replay(search, _RunReplay(run, faults), max_steps)
             if run.new_global_state:
                 if faults.server is not None:
                     faults.server.end()
@@ -650,10 +570,15 @@ def _search(
                     raise TypeError(f"invariant must return a bool, got {ok!r}")
                 results = dict(run.results)
                 blocked = run.blocked
-                text = "  ".join(
-                    f"{n}={format_value(results[n], run.short) if n in results else BLOCKED if n in blocked else CRASHED}"
+                texts = {
+                    n: format_value(results[n], run.short)
+                    if n in results
+                    else BLOCKED
+                    if n in blocked
+                    else CRASHED
                     for n in actors
-                )
+                }
+                text = "  ".join(f"{n}={t}" for n, t in texts.items())
                 outcomes.append(
                     Outcome(
                         schedule_text(run.names),
@@ -661,6 +586,7 @@ def _search(
                         results,
                         text,
                         tuple(run.footprints) if footprints else (),
+                        texts,
                     )
                 )
             else:
@@ -691,6 +617,25 @@ def _refuse_if_too_many(names: Sequence[str], faults: int, max_schedules: int) -
             f"about {estimate:,} schedules ({per_actor} steps), over max_schedules="
             f"{max_schedules:,}: refused before running them; pass reduce=True or "
             f"preemptions=N, shorten the actors, or raise max_schedules"
+        )
+
+
+def _refuse_if_estimate_over(
+    search: dpor.Search, replays: int, max_schedules: int, budgeted: bool
+) -> None:
+    """Show the reduced search's estimated size; refuse it at once if even that is over the limit.
+
+    The estimate (``_Search.done``) tends to run low while backtrack sets still grow, so a
+    search refused here would not have fitted; a budgeted search is never refused.
+    """
+    estimate = round(replays / search.done())
+    tick(replays, total=max(estimate, replays))
+    if estimate > max_schedules and not budgeted:
+        raise TooManySchedules(
+            f"about {estimate:,} replays (estimated after {replays:,}, from the choices left "
+            f"on the current path), over max_schedules={max_schedules:,}: refused before "
+            f"running them; pass budget_s=S for a partial answer, preemptions=N, shorten the "
+            f"actors, or raise max_schedules"
         )
 
 

@@ -37,6 +37,7 @@ from typing import Any
 
 import redis
 
+from helpers.backend.scripts import preload
 from helpers.backend.server import RedisServer
 from helpers.errors import RaceLabError
 from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, touching
@@ -240,8 +241,6 @@ class ServerFaults:
 
     def _restore_scripts(self, run: Any) -> None:
         """Load the suite's scripts and the ones the actors loaded, as before the fault."""
-        from helpers.backend.scripts import preload  # the suite's scripts, as Connections does
-
         preload(run.observer)
         for kind, source in sorted(run._connections.loaded):
             if kind == "script":

@@ -79,6 +79,7 @@ class Progress:
         if self._bar is None:
             self._show()
         if self.total:
+            self._bar.max = self.total
             self._bar.value = min(self.done, self.total)
         self._text.value = self.summary()
 
@@ -139,8 +140,10 @@ def progress(label: str, total: int | None = None, unit: str = "") -> Iterator[P
         bar.close()
 
 
-def tick(done: int | None = None) -> None:
-    """Update the innermost progress of this thread (nothing when none is open)."""
+def tick(done: int | None = None, total: int | None = None) -> None:
+    """Update the innermost progress of this thread, and its total if given (nothing if none)."""
     stack: list[Progress] = _active.__dict__.get("stack", [])
     if stack:
+        if total is not None:
+            stack[-1].total = total
         stack[-1].update(done)

@@ -30,14 +30,11 @@ from helpers.instruments import explore as explore_module
 from helpers.instruments.invariant import Check, Invariant
 from helpers.instruments.load import RunResult, run_clients
 from helpers.instruments.schedule import Actor, Clock, Trace, lease_expires, run_schedule
+from helpers.instruments.spec import RaceDefinitionError, RaceSpec
 from helpers.instruments.stepper import Stepper
 
 if TYPE_CHECKING:
     from helpers.backend.lab import Lab
-
-
-class RaceDefinitionError(RaceLabError, ValueError):
-    """A race was given parts it cannot run: no actors, a foreign key, a non-function, ..."""
 
 
 @dataclass
@@ -75,64 +72,64 @@ class Race:
         invariant: Invariant | Check | None = None,
         fixes: Mapping[str, Mapping[str, Actor]] | None = None,
     ) -> None:
-        if not hasattr(lab, "ns") or not hasattr(lab, "client"):
-            raise RaceDefinitionError(f"a race needs a Lab (from connect()), got {lab!r}")
-        self.lab = lab
-        self.actors = self._checked_actors(actors)
-        if setup is not None and not callable(setup):
-            raise RaceDefinitionError(f"setup must be a function of a client, got {setup!r}")
-        self.setup = setup
-        self.watch, self.reset = self._checked_keys(watch, "watch"), None
-        if reset is not None:
-            self.reset = self._checked_keys(reset, "reset")
-        elif not self.watch and setup is not None:
+        try:
+            said = None if invariant is None else Invariant.of(invariant)
+        except RaceDefinitionError:
+            raise
+        except RaceLabError as exc:  # a learner's invariant must say what must hold
+            raise RaceDefinitionError(str(exc)) from None
+        self.spec = RaceSpec(
+            lab,
+            actors,  # type: ignore[arg-type]  # checked and made a dict by RaceSpec
+            setup,
+            watch,  # type: ignore[arg-type]
+            reset,  # type: ignore[arg-type]
+            said,
+            {label: dict(swap) for label, swap in (fixes or {}).items()},
+        )
+        if reset is None and not watch and setup is not None:
             raise RaceDefinitionError(
                 "a race with a setup must name its keys (watch= or reset=): they are deleted "
                 "before every run, so no run sees the previous one's data"
             )
-        try:
-            self.invariant = None if invariant is None else Invariant.of(invariant)
-        except RaceLabError as exc:
-            raise RaceDefinitionError(str(exc)) from None
-        self.fixes = {label: dict(swap) for label, swap in (fixes or {}).items()}
-        for label, swap in self.fixes.items():
-            if not swap or set(swap) - set(self.actors):
-                raise RaceDefinitionError(
-                    f"fix {label!r} must replace some of the actors {', '.join(self.actors)}, "
-                    f"got {', '.join(swap) or 'none'}"
-                )
-            self._checked_actors(swap)
 
-    # --- the parts, checked once ----------------------------------------------------------------
+    # --- the parts, checked once (RaceSpec) -----------------------------------------------------
 
-    @staticmethod
-    def _checked_actors(actors: Mapping[str, Actor]) -> dict[str, Actor]:
-        """Return actors as a dict, refusing what a schedule cannot name or run."""
-        if not isinstance(actors, Mapping) or not actors:
-            raise RaceDefinitionError(
-                'actors must map a name to a function of a client, e.g. {"A": fn, "B": fn}'
-            )
-        for name, fn in actors.items():
-            if not isinstance(name, str) or not name or any(c.isspace() for c in name):
-                raise RaceDefinitionError(
-                    f"actor name {name!r} must be a non-empty string without spaces"
-                )
-            if not callable(fn):
-                raise RaceDefinitionError(f"actor {name!r} is not a function of a client: {fn!r}")
-        return dict(actors)
+    @property
+    def lab(self) -> Lab:
+        """Return the lab the race runs in."""
+        lab: Lab = self.spec.lab
+        return lab
 
-    def _checked_keys(self, keys: Sequence[str], what: str) -> list[str]:
-        """Return keys as a list, refusing any outside this lab's prefix (they get deleted)."""
-        if isinstance(keys, (str, bytes)):
-            raise RaceDefinitionError(f"{what} must be a list of keys, got the string {keys!r}")
-        found = list(keys)
-        foreign = [k for k in found if not isinstance(k, str) or not self.lab.ns.owns(k)]
-        if foreign:
-            raise RaceDefinitionError(
-                f"{what} key {foreign[0]!r} is not under this lab's prefix "
-                f"{self.lab.ns.prefix!r} (keys are deleted before each run: use lab.key)"
-            )
-        return found
+    @property
+    def actors(self) -> dict[str, Actor]:
+        """Return the actors by name."""
+        return self.spec.actors
+
+    @property
+    def setup(self) -> Callable[[Any], Any] | None:
+        """Return the function that puts the keys in their starting state, if any."""
+        return self.spec.setup
+
+    @property
+    def watch(self) -> list[str]:
+        """Return the keys the race shows (and deletes before each run unless reset is given)."""
+        return list(self.spec.watch)
+
+    @property
+    def reset(self) -> list[str] | None:
+        """Return the keys deleted before each run, when they are not the watched ones."""
+        return None if self.spec.reset is None else list(self.spec.reset)
+
+    @property
+    def invariant(self) -> Invariant | None:
+        """Return what must hold after a run."""
+        return self.spec.invariant  # type: ignore[return-value]  # an Invariant, by __init__
+
+    @property
+    def fixes(self) -> dict[str, dict[str, Actor]]:
+        """Return the fixes by label: which actors each one swaps in."""
+        return self.spec.fixes
 
     @property
     def strategy(self) -> Callable[..., Any]:
@@ -157,9 +154,7 @@ class Race:
     def explore(self, **options: Any) -> Exploration:
         """Return every order of the actors' round trips and which ones break the invariant."""
         invariant = self._needs_invariant("explore")
-        found = explore_module.explore(
-            self.lab, self.actors, invariant, self.setup, self.watch, self.reset, **options
-        )
+        found = explore_module.explore_spec(self.spec, explore_module.options_of(options))
         parts = {f.name: getattr(found, f.name) for f in fields(found)}
         return Exploration(**parts, says=invariant.says)
 

@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from helpers.errors import RaceLabError
-from helpers.instruments.explore import DEFAULT_MAX_SCHEDULES, Exploration, explore
+from helpers.instruments.explore import Exploration, explore
 from helpers.instruments.invariant import Check, Invariant
 from helpers.instruments.schedule import (
     Actor,
@@ -65,6 +65,7 @@ from helpers.instruments.schedule import (
     TraceRow,
     parse_schedule,
 )
+from helpers.instruments.spec import DEFAULT_MAX_SCHEDULES
 
 GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
 # The buttons' own colours (background, text), not the theme's: the theme's "info" teal under
@@ -195,7 +196,20 @@ class Stepper:
         if not isinstance(ok, bool):
             self._verdicts.append(None)
             raise TypeError(f"invariant must return a bool, got {ok!r}")
-        self._verdicts.append(ok)
+        self._verdicts.append(None if self.nothing_happened else ok)
+
+    @property
+    def nothing_happened(self) -> bool:
+        """Return True when every client has finished and each one raised or crashed: no verdict."""
+        run = self._run
+        clients = [n for n, fn in self.actors.items() if not isinstance(fn, Clock)]
+        return (
+            bool(clients)
+            and not run.runnable
+            and not any(
+                n in run.results and not isinstance(run.results[n], BaseException) for n in clients
+            )
+        )
 
     def step(self, name: str) -> TraceRow:
         """Let actor name send its next round trip (and run up to the one after); return its row."""
@@ -300,6 +314,8 @@ class Stepper:
         when = f"after step {now}" if now else "after setup"
         if self.invariant is None:
             return "no invariant given"
+        if ok is None and self.nothing_happened:
+            return f"{what}: no verdict, every client raised or did not finish"
         if ok is None:
             return f"{what}: checked once every client has finished"
         if ok:

@@ -1,0 +1,49 @@
+"""Sizes and budgets: a reduced search that cannot fit is refused early; budget_s stops one cleanly."""
+
+from __future__ import annotations
+
+import time
+from functools import partial
+
+import pytest
+
+from benchmarks.explorer import read_modify_write  # the actor the benchmark times
+from helpers import Lab
+from helpers.instruments.explore import TooManySchedules, explore
+
+
+def _three(lab: Lab, steps: int) -> tuple[dict[str, partial[str]], str]:
+    key = lab.key("k")
+    actor = partial(read_modify_write, key=key, steps=steps)
+    return {"A": actor, "B": actor, "C": actor}, key
+
+
+def test_a_reduced_search_that_cannot_fit_is_refused_after_its_first_replays(lab: Lab) -> None:
+    actors, key = _three(lab, 6)  # 3 x 6 on one key: far more than 20,000 classes
+    started = time.monotonic()
+    with pytest.raises(TooManySchedules, match=r"about [\d,]+ replays \(estimated after [\d,]+,"):
+        explore(lab, actors, lambda client, results: True, watch=[key])
+    assert time.monotonic() - started < 60  # a few hundred replays, not 20,000
+
+
+def test_a_budget_stops_the_search_with_a_partial_clearly_marked_result(lab: Lab) -> None:
+    actors, key = _three(lab, 6)
+    found = explore(lab, actors, lambda client, results: True, watch=[key], budget_s=1.0)
+    assert not found.complete and found.budget_s == 1.0
+    assert 0 < found.runs < 20_000 and found.total >= found.runs
+    assert "PARTIAL: stopped at its budget of 1 s" in found.summary()
+
+
+def test_a_budget_that_is_not_reached_changes_nothing(lab: Lab) -> None:
+    actors, key = _three(lab, 2)
+    every = explore(lab, actors, lambda client, results: True, watch=[key])
+    budgeted = explore(lab, actors, lambda client, results: True, watch=[key], budget_s=600)
+    assert budgeted.complete and budgeted.budget_s is None
+    assert budgeted.summary() == every.summary() and budgeted.total == every.total == 90
+
+
+@pytest.mark.parametrize("budget", [0, -1, True, "5"])
+def test_a_budget_must_be_seconds(lab: Lab, budget: object) -> None:
+    actors, key = _three(lab, 1)
+    with pytest.raises((ValueError, TypeError), match="budget_s"):
+        explore(lab, actors, lambda client, results: True, watch=[key], budget_s=budget)  # type: ignore[arg-type]
