@@ -30,7 +30,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from helpers.backend.lab import Lab, connect
-from helpers.instruments.explore import count_interleavings
+from helpers.instruments.explore import NoVerdict, count_interleavings
 from helpers.instruments.progress import progress
 from helpers.instruments.scenario import Race
 
@@ -382,6 +382,8 @@ def _explored(race: Race, options: dict[str, Any]) -> tuple[Any, str]:
     """Return (exploration, '') or (None, the error it raised)."""
     try:
         return race.explore(**options), ""
+    except NoVerdict as exc:  # every actor raised in every schedule: still compared
+        return exc.exploration, ""
     except Exception as exc:  # noqa: BLE001 - an error in one search only is a disagreement
         return None, f"{type(exc).__name__}: {exc}"
 
