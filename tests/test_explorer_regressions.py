@@ -104,3 +104,24 @@ def test_a_blpop_that_times_out_runs_only_when_nothing_else_can(lab: Lab) -> Non
     race = Race(lab, {"A": a, "B": b}, watch=[x, y], invariant=_reply_of("B", 0, None))
     assert race.explore(reduce=False).good == ["AB"]
     _agree(race)
+
+
+def test_a_pause_whose_leases_depend_on_who_wrote_last(lab: Lab) -> None:
+    # A's pause (A~) expires the keys A wrote last that have a TTL. In A A C A~ A, C's SET NX
+    # (refused, but a write by its footprint) is the last write of x, so A~ expires only y and
+    # commutes with C; the reduced search let that run stand for A A A~ C A too, where A~ runs
+    # first, expires x as well, and C's SET NX succeeds: verdict and results differ there.
+    x, y = lab.key("x"), lab.key("y")
+
+    def a(client: Any) -> tuple[Any, ...]:
+        return client.set(x, "a", px=100_000), client.set(y, "a", px=100_000), client.get(x)
+
+    def c(client: Any) -> tuple[Any, ...]:
+        return (client.set(x, "c", nx=True),)
+
+    race = Race(lab, {"A": a, "C": c}, watch=[x, y], invariant=_reply_of("C", 0, None))
+    every = race.explore(reduce=False, faults=("pause",))
+    assert next(o for o in every.outcomes if o.schedule == "A A A~ C A").result_text.endswith(
+        "C=(True)"
+    )
+    _agree(race, faults=("pause",))
