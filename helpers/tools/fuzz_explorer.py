@@ -19,6 +19,7 @@ that many races on the embedded backend and exits 1 with the shrunk race on a di
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import sys
 from collections.abc import Sequence
@@ -380,12 +381,19 @@ def capabilities(lab: Lab) -> frozenset[str]:
 
 def _explored(race: Race, options: dict[str, Any]) -> tuple[Any, str]:
     """Return (exploration, '') or (None, the error it raised)."""
+    # Garbage is collected between searches, not during one: a redis-py Pipeline left watching by
+    # an actor a replay stopped sends UNWATCH from __del__, and a collection that runs inside a
+    # fakeredis command (its server lock held) then waits on that lock forever.
+    gc.disable()
     try:
         return race.explore(**options), ""
     except NoVerdict as exc:  # every actor raised in every schedule: still compared
         return exc.exploration, ""
     except Exception as exc:  # noqa: BLE001 - an error in one search only is a disagreement
         return None, f"{type(exc).__name__}: {exc}"
+    finally:
+        gc.enable()
+        gc.collect()
 
 
 def _verdict(ok: bool, text: str) -> str:
