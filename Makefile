@@ -30,7 +30,7 @@ help: ## Show this help
 $(LEARNER_STAMP): pyproject.toml $(LEARNER_LOCK)
 	@echo "venv 1/3: $(if $(wildcard $(PY)),using,creating) $(VENV) ($(if $(UV),uv,pip) installs)"
 	@test -x $(PY) || $(if $(UV),$(UV) venv --quiet --seed --python $(PYTHON) $(VENV),$(PYTHON) -m venv $(VENV))
-	@echo "venv 2/3: the notebooks' $$(grep -c '^[a-zA-Z0-9]' $(LEARNER_LOCK)) pinned packages ($(LEARNER_LOCK))"
+	@echo "venv 2/3: the notebooks' pinned packages: those of the $$(grep -c '^[a-zA-Z0-9]' $(LEARNER_LOCK)) pins of $(LEARNER_LOCK) that apply to this system"
 	@$(INSTALL) --no-deps -r $(LEARNER_LOCK)
 	@echo "venv 3/3: the suite itself (editable: helpers, races, exercises)"
 	@$(INSTALL) --no-deps -e .
@@ -70,8 +70,12 @@ format: $(STAMP) ## Apply ruff's fixes and formatting (races/ keeps its layout);
 # Jupyter refuses to run as root without --allow-root (containers, CI machines).
 ROOT_FLAG := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
+# jupyter-config/ holds the suite's JupyterLab defaults (labconfig/default_setting_overrides.json:
+# no "news" pop-up over the first outputs, no update check); a learner's own settings still win.
+LAB_CONFIG := JUPYTER_CONFIG_PATH="$(CURDIR)/jupyter-config$${JUPYTER_CONFIG_PATH:+:$$JUPYTER_CONFIG_PATH}"
+
 lab: $(LEARNER_STAMP) ## Install the notebooks' packages if needed, open JupyterLab at notebooks/00_start_here.ipynb
-	$(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
+	$(LAB_CONFIG) $(VENV)/bin/jupyter lab $(ROOT_FLAG) --ServerApp.root_dir=. \
 	  --LabApp.default_url=/lab/tree/notebooks/00_start_here.ipynb $(LAB_ARGS)
 
 test: $(STAMP) check ## make check, unit tests and every notebook: embedded, then a real Redis and a real 3-node cluster when available
@@ -134,8 +138,9 @@ record: $(LEARNER_STAMP) ## Re-run the demos that need a redis-server and save t
 	  env -u REDIS_URL RACELAB_BACKEND=embedded RACELAB_RECORD=1 $(VENV)/bin/jupyter nbconvert --to notebook \
 	    --execute --output-dir "$${TMPDIR:-/tmp}" --ExecutePreprocessor.timeout=300 "$$nb" || exit 1; done
 
-handouts: $(LEARNER_STAMP) ## The one-page cheat sheet, the student and instructor editions, HTML and PDF (needs chromium), in handouts/
-	$(PY) scripts/handouts.py --out handouts
+PAPER ?= A4
+handouts: $(LEARNER_STAMP) ## The one-page cheat sheet, the student and instructor editions, HTML and PDF (needs chromium; PAPER=A4 or Letter), in handouts/
+	$(PY) scripts/handouts.py --out handouts --paper $(PAPER)
 
 site: $(STAMP) ## The lesson site, learner and instructor views (offline, stored outputs, no execution), in site/
 	$(PY) scripts/lesson_site.py --out site
@@ -143,8 +148,11 @@ site: $(STAMP) ## The lesson site, learner and instructor views (offline, stored
 clean: ## Remove caches (keeps .venv and .redis)
 	rm -rf .pytest_cache .hypothesis .mypy_cache handouts site build/site-src **/__pycache__
 
-# Runs even before `make lab` has made .venv (then that is the one ✗), so it needs no $(STAMP).
+# Runs even before `make lab` has made .venv, so it needs no $(STAMP): then $(PYTHON) runs the
+# checks that need only the standard library (Python, chromium, JupyterLab's port) beside the ✗.
 .PHONY: doctor
 doctor: ## Check this machine for the workshop (run it the day before): a ✓/✗ list, each ✗ with its fix
-	@if [ -x $(PY) ]; then $(PY) -m helpers doctor; else \
-	  echo "✗ venv: no $(VENV) yet"; echo "    fix: make lab (creates it with the pinned packages), then make doctor"; exit 1; fi
+	@if [ -x $(PY) ]; then $(PY) -m helpers doctor; \
+	elif command -v $(PYTHON) >/dev/null 2>&1; then $(PYTHON) helpers/tools/machine.py; else \
+	  echo "✗ Python: no $(PYTHON) on PATH"; \
+	  echo "    fix: install Python 3.11 or newer (docs/setup.md), then make doctor"; exit 1; fi

@@ -32,7 +32,7 @@ import redis_lock
 import redis_rate_limit
 import redlock
 
-from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race
+from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race, Refusal
 
 LEASE_S = 10  # every lock's lease (forced schedules: a clock step ends it, not time)
 URL = "redis://localhost:6379/0"  # what the READMEs write; a race sends it to the lab's server
@@ -298,19 +298,21 @@ class Verdict:
 
 
 THREADS = "refused: its round trips come from threads of its own, which no step controls"
+REFUSED = {  # the verdict table's reason for each kind of refusal (helpers' Refusal)
+    Refusal.THREAD: THREADS,
+    Refusal.PUBSUB: "refused: it subscribes (pub/sub), which no step controls",
+    Refusal.NO_ROUND_TRIP: "refused: it sent no round trip the race could see",
+    Refusal.ASYNCIO: "refused: it uses an asyncio client, whose round trips no step controls",
+    Refusal.UNADOPTABLE: "refused: it opens a connection of its own that the race cannot adopt",
+}
 
 
 def verdict(race: Race, story: str = "") -> Verdict:
     """Return the race's verdict over every schedule (story 'release': T before B's first step)."""
     try:
         every = race.explore(reduce=False)
-    except ActorRefused as refused:
-        said = str(refused)
-        if "subscribes" in said:
-            return Verdict(reason="refused: it subscribes (pub/sub), which no step controls")
-        if "thread" not in said:
-            return Verdict(reason=f"refused: {said.split(':')[0]}")
-        return Verdict(reason=THREADS)
+    except ActorRefused as refused:  # its reason is one of a closed set (helpers' Refusal)
+        return Verdict(reason=REFUSED[refused.reason])
     except greenlet.error:  # a round trip from a thread that is not the actor's own
         return Verdict(reason=THREADS)
     except NoVerdict as nothing:  # every take raised: a wrong setup, not mutual exclusion

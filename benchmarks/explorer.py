@@ -92,7 +92,8 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
         key_of = {n: lab.key("n" if keys == "one" else f"n-{n}") for n in names}
         programs = {n: partial(read_modify_write, key=key_of[n], steps=steps) for n in names}
         options = WAYS[way]
-        if "reduce" not in inspect.signature(explore).parameters:
+        parameters = inspect.signature(explore).parameters
+        if "reduce" not in parameters and "options" not in parameters:
             options = {}  # a tree from before reduction: its explore() is exhaustive
         started, cpu = time.perf_counter(), time.process_time()
         found = explore(

@@ -47,6 +47,7 @@ from helpers.backend.lab import PYTHON_PARSER, Client, Lab, connect, hiredis_ver
 from helpers.backend.server import find_binary
 from helpers.instruments.load import run_clients, run_processes
 from helpers.instruments.schedule import ScheduleRun
+from helpers.instruments.spec import RaceSpec
 
 BASELINE = "redis-py alone (no mode)"
 PYTHON_ALONE = "redis-py alone, Python parser"
@@ -118,7 +119,7 @@ def mode_ns_per_call(lab: Lab, key: str, blocks: int, block: int = 100) -> dict[
     try:
         for client in clients.values():
             client.ping()  # connect before timing
-        with ScheduleRun(lab, {"A": actor}) as run:
+        with ScheduleRun(RaceSpec(lab, {"A": actor})) as run:
             for _ in range(blocks):
                 for name, client in clients.items():
                     result[name].append(_timed_block(partial(client.incr, key), block))

@@ -128,7 +128,7 @@ def killable(lab: Lab, answer: Any) -> str:
                 detail=f"SCRIPT KILL {'stopped' if truth[case] else 'could not stop'} {case!r}"
                 + ("" if truth[case] else ": it answered UNKILLABLE (SHUTDOWN NOSAVE ends it)"),
             )
-    return f"only a script that has not written can be killed ({source})"
+    return f"only a script that has not called a write command can be killed ({source})"
 
 
 def _written_by_way() -> dict[str, int]:

@@ -9,7 +9,8 @@ What a learner imports comes from here, e.g. ``from helpers import Race, connect
   ``.load(clients=8)`` runs it under real threads;
 * ``Invariant(name, sentence, check)``: what must hold after a race, said in words;
 * ``ActorRefused``: an actor did what no schedule controls (subscribed, or sent nothing the race
-  could see); ``SPUN``: the result of an actor whose retry loop its spin bound cut;
+  could see); its ``reason`` is a ``Refusal`` (thread, pubsub, no_round_trip, asyncio,
+  unadoptable); ``SPUN``: the result of an actor whose retry loop its spin bound cut;
 * ``NoVerdict``: an exploration in which every actor raised or did not finish, in every schedule:
   the invariant judged nothing, so there is no count to give;
 * ``run_schedule``, ``explore``, ``Stepper``, ``lease_expires``, ``run_clients``: the instruments
@@ -28,7 +29,7 @@ from helpers.backend.guard import UnsafeCommandError
 from helpers.backend.lab import Capabilities, Lab, connect
 from helpers.backend.modes import client_stats
 from helpers.backend.scripts import lua
-from helpers.instruments.adopt import SPUN, ActorRefused
+from helpers.instruments.adopt import SPUN, ActorRefused, Refusal
 from helpers.instruments.explore import NoVerdict, explore
 from helpers.instruments.history import hold_spans, lease_span
 from helpers.instruments.invariant import Invariant
@@ -49,6 +50,7 @@ __all__ = [
     "Invariant",
     "Lab",
     "NoVerdict",
+    "Refusal",
     "Race",
     "ScheduleRun",
     "UnsafeCommandError",

@@ -2,8 +2,8 @@
 -- dict_library.lua: Function library racelab_dict; FCALL racelab_dict_get_or_put returns a string's id
 -- in a shared string<->id dictionary, registering it if absent: dict_get_or_put.lua as a Function.
 -- Load it with FUNCTION LOAD (helpers.backend.scripts.load_library); remove it with FUNCTION DELETE racelab_dict.
--- Unlike an EVAL script, a loaded library is named, persisted with the data set (RDB/AOF) and
--- replicated, so a client never gets NOSCRIPT after a restart or a failover.
+-- Unlike an EVAL script, a loaded library is named, replicated and saved with the data set, so a
+-- client never gets NOSCRIPT after a failover, nor after a restart when RDB or AOF persistence is on.
 -- The loader puts dict_get_or_put.lua in here, all but its last line (the EVAL entry point), so
 -- the script and the library run the same get_or_put and answer alike, bar the name in errors.
 -- Call: FCALL racelab_dict_get_or_put 3 <ids> <index> <meta> <string>

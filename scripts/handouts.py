@@ -20,7 +20,9 @@ contents from the headings, code that wraps instead of being clipped) and a PDF 
 by headless chromium (Debian's ``chromium`` package; RACELAB_CHROMIUM names another binary).
 Without chromium the build stops, saying how to install it.
 
-    python scripts/handouts.py [--out handouts] [--html-only] [--cheatsheet-only]
+Every handout is printed on one paper size, A4 unless ``--paper Letter`` asks for US Letter.
+
+    python scripts/handouts.py [--out handouts] [--html-only] [--cheatsheet-only] [--paper A4|Letter]
 """
 
 from __future__ import annotations
@@ -57,6 +59,10 @@ PREDICT_CALL = re.compile(r"""^\s*predict\(\s*["']([^"']+)["']""")
 OPTIONAL_TEXT = "not needed for the exercises; skip it when time is short."
 OPTIONAL_LABEL = f'<div class="optional-label"><b>Optional</b>: {OPTIONAL_TEXT}</div>'
 PRINT_TIMEOUT_S = 300
+# Every handout is printed on one paper size: A4 unless --paper Letter asks otherwise. Each page
+# says so in CSS (@page), which chromium's --print-to-pdf follows instead of its locale's default.
+PAPERS = {"A4": "A4", "Letter": "letter"}  # --paper value -> CSS @page size
+DEFAULT_PAPER = "A4"
 
 STYLE = """
 <style>
@@ -91,6 +97,13 @@ INSTRUCTOR_STYLE = """
   .handout-notes { border-left: 4px solid #8250df; padding-left: 6px; }
 </style>
 """
+
+
+def page_style(paper: str = DEFAULT_PAPER) -> str:
+    """Return the <style> that sets the printed paper size (A4 or Letter) and its margins."""
+    if paper not in PAPERS:
+        raise HandoutError(f"unknown paper size {paper!r}: choose one of {', '.join(PAPERS)}")
+    return f"\n<style>\n  @page {{ size: {PAPERS[paper]}; margin: 12mm; }}\n</style>\n"
 
 
 class HandoutError(RuntimeError):
@@ -330,7 +343,7 @@ COMMANDS = {
 
 CHEAT_STYLE = """
 <style>
-  @page { size: A4; margin: 9mm; }
+  @page { margin: 9mm; }
   body { font-family: "DejaVu Sans", sans-serif; font-size: 7.6pt; line-height: 1.25; margin: 0; }
   h1 { font-size: 13pt; margin: 0 0 2px; }
   h2 { font-size: 9.5pt; margin: 7px 0 2px; }
@@ -408,11 +421,13 @@ def _count(value: float) -> str:
     return f"{value:g}" if value == int(value) else f"{value:.1f}"
 
 
-def cheatsheet_html(races: tuple[RaceSheet, ...], work: dict[str, dict[str, Any]]) -> str:
+def cheatsheet_html(
+    races: tuple[RaceSheet, ...], work: dict[str, dict[str, Any]], paper: str = DEFAULT_PAPER
+) -> str:
     """Return the one-page cheat sheet: decision tables, the commands they run, the fencing rule."""
     e = html.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>redis-race-lab: cheat sheet",
-             "</title>", CHEAT_STYLE, "</head><body>",
+             "</title>", page_style(paper), CHEAT_STYLE, "</head><body>",
              "<h1>Redis race conditions: which fix, what it costs</h1>",
              "<p>Round trips and commands are per operation, counted exactly by "
              "<code>helpers.count_work</code> when this sheet was built (commands run include those "
@@ -456,19 +471,20 @@ def cheatsheet_html(races: tuple[RaceSheet, ...], work: dict[str, dict[str, Any]
         "<code>INCR</code> on a Redis primary can repeat after a failover, so take tokens from a "
         "linearizable store (etcd, ZooKeeper, a database sequence).</div>"
         "<p>Also: a script blocks every client while it runs; <code>SCRIPT KILL</code> / "
-        "<code>FUNCTION KILL</code> stop it only before its first write (notebook 06). Pipelines "
+        "<code>FUNCTION KILL</code> stop it only before it calls a write command, even one that "
+        "changes nothing (notebook 06). Pipelines "
         "are not atomic: only one script, Function or MULTI/EXEC is.</p>"
     )
     parts.append("</body></html>")
     return "".join(parts)
 
 
-def build_cheatsheet(out: Path, chromium: str = "") -> list[Path]:
+def build_cheatsheet(out: Path, chromium: str = "", paper: str = DEFAULT_PAPER) -> list[Path]:
     """Write cheatsheet.html (and cheatsheet.pdf when chromium is given) into out; return them."""
     races = cheat_races()
     out.mkdir(parents=True, exist_ok=True)
     page = out / "cheatsheet.html"
-    page.write_text(cheatsheet_html(races, cheat_work(races)))
+    page.write_text(cheatsheet_html(races, cheat_work(races), paper))
     if not chromium:
         return [page]
     print_pdf(chromium, page, out / "cheatsheet.pdf")
@@ -476,19 +492,27 @@ def build_cheatsheet(out: Path, chromium: str = "") -> list[Path]:
 
 
 def build(
-    out: Path, pdf: bool = True, notebooks: list[Path] | None = None, editions: bool = True
+    out: Path,
+    pdf: bool = True,
+    notebooks: list[Path] | None = None,
+    editions: bool = True,
+    paper: str = DEFAULT_PAPER,
 ) -> list[Path]:
-    """Build the cheat sheet and (editions=True) both editions into out; return the files written."""
+    """Build the cheat sheet and (editions=True) both editions into out; return the files written.
+
+    Every page is printed on paper (A4 or Letter).
+    """
+    page_style(paper)  # an unknown size stops the build before anything is written
     chromium = find_chromium() if pdf else ""
     notebooks = notebooks or sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
     out.mkdir(parents=True, exist_ok=True)
-    written = build_cheatsheet(out, chromium)
+    written = build_cheatsheet(out, chromium, paper)
     if not editions:
         return written
     for edition in EDITIONS:
         title = f"redis-race-lab: {edition} edition"
         page = out / f"{edition}.html"
-        style = STYLE + (INSTRUCTOR_STYLE if edition == "instructor" else "")
+        style = page_style(paper) + STYLE + (INSTRUCTOR_STYLE if edition == "instructor" else "")
         page.write_text(to_html(edition_notebook(edition, notebooks), title, style))
         written.append(page)
         if pdf:
@@ -502,9 +526,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "handouts", help="output folder")
     parser.add_argument("--html-only", action="store_true", help="skip the PDFs (no chromium)")
     parser.add_argument("--cheatsheet-only", action="store_true", help="only the one-page sheet")
+    parser.add_argument(
+        "--paper", choices=sorted(PAPERS), default=DEFAULT_PAPER, help="paper size of every handout"
+    )
     args = parser.parse_args(argv)
     try:
-        written = build(args.out, pdf=not args.html_only, editions=not args.cheatsheet_only)
+        written = build(
+            args.out, pdf=not args.html_only, editions=not args.cheatsheet_only, paper=args.paper
+        )
     except HandoutError as exc:
         print(f"handouts: {exc}", file=sys.stderr)
         return 1

@@ -50,6 +50,7 @@ NOTES = {
     "lupa": "Lua for fakeredis (fakeredis[lua]): EVAL, EVALSHA, FUNCTION",
     "xxhash": "XXH3-64, the hash behind DIGEST and IFDEQ/IFDNE",
     "matplotlib": "timelines and timing plots",
+    "time-machine": "the race's own clock inside actors (helpers.instruments.logical_time)",
     "limits": "notebook 08: a rate limiter (flask-limiter's, slowapi's)",
     "python-redis-rate-limit": "notebook 08: a rate limiter",
     "python-redis-lock": "notebook 08: a lock",

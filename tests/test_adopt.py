@@ -16,8 +16,10 @@ import pytest
 import redis
 
 from helpers import Lab, explore, run_schedule
+from helpers.instruments import actors as actor_side
 from helpers.instruments.adopt import SPUN, ActorRefused
 from helpers.instruments.schedule import ScheduleError
+from helpers.instruments.spec import RaceSpec
 
 NOWHERE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 
@@ -108,9 +110,7 @@ def test_a_schedule_error_still_names_an_actor_that_blocks_on_something_else(
 ) -> None:
     import threading
 
-    from helpers.instruments import schedule
-
-    monkeypatch.setattr(schedule, "STEP_TIMEOUT_S", 0.3)
+    monkeypatch.setattr(actor_side, "STEP_TIMEOUT_S", 0.3)
     gate = threading.Event()
     with pytest.raises(ScheduleError, match="did not reach its next round trip"):
         run_schedule(lab, {"A": lambda client: gate.wait(5)}, "A")
@@ -191,7 +191,7 @@ def test_a_gated_client_used_from_the_callers_thread_mid_run_is_refused(lab: Lab
         client.incr(key)
         return client.incr(key)
 
-    with ScheduleRun(lab, {"A": actor}, watch=[key]) as run:
+    with ScheduleRun(RaceSpec(lab, {"A": actor}, watch=[key])) as run:
         run.step("A")
         with pytest.raises(ActorRefused, match=r"thread 'MainThread' sent GET n through actor A's"):
             clients[0].get(key)

@@ -8,6 +8,8 @@ warning: it works, but it is not least privilege) and the workshop user itself (
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
@@ -72,7 +74,9 @@ def test_a_dead_url_fails_with_its_fix_and_blocks():
     done = run_doctor(env)
     assert done.returncode == 1
     (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("✗ REDIS_URL")]
-    assert f"{url} does not answer PING within 5 s" in line
+    # refused at once: no talk of waiting 5 s
+    assert f"{url} refused the connection: nothing listens at that host and port" in line
+    assert "within 5 s" not in line
     fix = done.stdout.split(line, 1)[1].splitlines()[1]
     assert fix.startswith("    fix: check the host and port")
     assert done.stdout.splitlines()[-1].startswith("NOT READY: 1 problem(s)")
@@ -195,3 +199,96 @@ def test_chromium_is_optional_and_racelab_chromium_names_it(tmp_path, monkeypatc
     browser.write_text("")
     monkeypatch.setenv("RACELAB_CHROMIUM", str(browser))
     assert doctor.check_chromium().status is Status.OK
+
+
+def test_before_make_lab_the_doctor_checks_what_needs_no_package(tmp_path):
+    # No .venv yet (PY names none): the standard library's checks run beside the venv's ✗.
+    if shutil.which("make") is None:
+        pytest.skip("no make on PATH")
+    done = subprocess.run(
+        ["make", "--no-print-directory", "doctor", f"PY={tmp_path / 'no-venv' / 'python'}"],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "REDIS_URL"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0
+    lines = done.stdout.splitlines()
+    assert lines[0] == "racelab doctor: can this machine run the workshop?"
+    assert any(line.startswith("✓ Python: ") for line in lines), done.stdout
+    assert any(line.startswith("✗ venv: no .venv yet") for line in lines), done.stdout
+    assert any(line.startswith(("✓ chromium", "✗ chromium (optional)")) for line in lines)
+    assert any(line.startswith(("✓ ports: 8888", "⚠ ports: 8888")) for line in lines)
+    assert lines[-1].startswith("NOT READY: 1 problem(s)"), done.stdout
+
+
+def test_the_check_before_make_lab_needs_only_the_standard_library():
+    # -I -S: no site-packages at all, as for a system Python on which nothing is installed.
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", str(ROOT / "helpers" / "tools" / "machine.py")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1 and done.stderr == "", done.stderr
+    assert "✗ venv: no .venv yet" in done.stdout
+
+
+@pytest.mark.parametrize("url", ["http://localhost:6379/0", "https://redis.example/0", "h:6379"])
+def test_a_url_that_is_not_a_redis_url_says_which_schemes_to_use(url):
+    check = doctor.check_reachable(url)
+    assert check.status is Status.FAIL and check.blocking
+    assert "is not a Redis URL" in check.detail
+    assert check.fix.startswith("use redis:// or rediss://")
+    assert "make lab" not in check.fix and "report it" not in check.fix
+    assert doctor.check_redis_url(url) == [check]
+
+
+def test_a_malformed_redis_url_is_named_before_any_connection():
+    check = doctor.check_reachable("redis://127.0.0.1:0/0")
+    assert check.status is Status.FAIL and "port 0" in check.detail
+    assert check.fix.startswith("write it as redis://")
+
+
+def _path_with(tmp_path, *names):
+    """Return a PATH of one folder holding an executable stub for each name."""
+    folder = tmp_path / "bin"
+    folder.mkdir(parents=True)
+    for name in names:
+        (folder / name).write_text("#!/bin/sh\n")
+        (folder / name).chmod(0o755)
+    return str(folder)
+
+
+def test_a_refused_url_suggests_redis_cli_only_when_there_is_one(tmp_path, monkeypatch):
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    monkeypatch.setenv("RACELAB_REDIS_SERVER", "none")  # the suite's own binaries hidden
+    monkeypatch.setenv("PATH", _path_with(tmp_path))
+    check = doctor.check_reachable(url)
+    assert check.status is Status.FAIL and "refused the connection" in check.detail
+    assert "within" not in check.detail and "redis-cli" not in check.fix
+    monkeypatch.setenv("PATH", _path_with(tmp_path / "with-cli", "redis-cli"))
+    assert "redis-cli -u" in doctor.check_reachable(url).fix
+
+
+def test_a_missing_redis_server_names_make_redis_once(monkeypatch):
+    monkeypatch.setenv("RACELAB_REDIS_SERVER", "none")
+    check = doctor.check_server_binary()
+    assert check.status is Status.FAIL and not check.blocking
+    assert "\n".join(check.lines()).count("make redis") == 1, check.lines()
+
+
+def test_the_doctor_counts_the_pins_as_make_lab_does():
+    # make lab prints the lock's pin lines (grep -c '^[a-zA-Z0-9]'); the doctor says how many of
+    # them apply here, of that same total.
+    makefile = (ROOT / "Makefile").read_text()
+    assert "grep -c '^[a-zA-Z0-9]' $(LEARNER_LOCK)" in makefile
+    lock = doctor.learner_lock()
+    total = len(re.findall(r"^[a-zA-Z0-9]", lock.read_text(), flags=re.M))
+    here = len(doctor.pins(lock))
+    check = doctor.check_packages(lock)
+    assert check.status is Status.OK, check.detail
+    assert f"all {here} of the {total} pins of {lock.name} that apply here" in check.detail
+    if here < total:
+        assert f"the other {total - here} are for other systems" in check.detail

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from programs import incr_first_limiter, lock_holder, naive_limiter
 
 from helpers import Lab, lua
-from helpers.instruments import schedule
+from helpers.instruments import actors as actor_side
 from helpers.instruments.explore import (
     Exploration,
     TooManySchedules,
@@ -387,7 +387,7 @@ def test_an_actor_that_waits_for_something_other_than_redis_is_stopped_with_its_
     lab: Lab, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Replays run actors as greenlets on this thread: without the watchdog this would hang.
-    monkeypatch.setattr(schedule, "STEP_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(actor_side, "STEP_TIMEOUT_S", 0.5)
     key, never = lab.key("n"), threading.Event()
 
     def waits(client: object) -> str:

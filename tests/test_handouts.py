@@ -147,11 +147,45 @@ def _pages(pdf: Path) -> int:
     return len(re.findall(rb"/Type\s*/Page\b", pdf.read_bytes()))
 
 
-def test_every_pdf_has_pages(built: Path) -> None:
+def _page_sizes(pdf: Path) -> set[tuple[int, int]]:
+    """Return the PDF's page sizes in whole points (pdfinfo when installed, else its MediaBoxes)."""
+    if shutil.which("pdfinfo"):
+        info = subprocess.run(["pdfinfo", str(pdf)], capture_output=True, text=True, check=True)
+        found = re.findall(r"^Page size:\s+([\d.]+) x ([\d.]+) pts", info.stdout, re.M)
+    else:
+        number = rb"(-?[\d.]+)"
+        boxes = re.findall(rb"/MediaBox\s*\[\s*" + rb"\s+".join([number] * 4), pdf.read_bytes())
+        found = [(float(x1) - float(x0), float(y1) - float(y0)) for x0, y0, x1, y1 in boxes]
+    return {(round(float(w)), round(float(h))) for w, h in found}
+
+
+def _is_a4(size: tuple[int, int]) -> bool:
+    """Return True if a page size in points is A4 (210 x 297 mm = 595 x 842 pt, give or take 3)."""
+    return abs(size[0] - 595) <= 3 and abs(size[1] - 842) <= 3  # US Letter is 612 x 792
+
+
+def test_every_pdf_has_pages_on_a4(built: Path) -> None:
     for edition in handouts.EDITIONS:
         pdf = built / f"{edition}.pdf"
         assert pdf.read_bytes()[:5] == b"%PDF-"
         assert _pages(pdf) > len(NOTEBOOKS), f"{pdf.name}: {_pages(pdf)} pages"
+    for name in (*handouts.EDITIONS, "cheatsheet"):
+        sizes = _page_sizes(built / f"{name}.pdf")
+        assert sizes and all(map(_is_a4, sizes)), f"{name}.pdf is not all A4: {sizes}"
+
+
+def test_every_handout_page_asks_for_one_paper_size(tmp_path: Path) -> None:
+    # No chromium needed: the HTML each PDF is printed from sets its @page size.
+    first = sorted((REPO / "notebooks").glob("00_*.ipynb"))
+    written = handouts.build(tmp_path / "a4", pdf=False, notebooks=first)
+    assert len(written) == 3
+    for page in written:
+        sizes = re.findall(r"@page\s*\{[^}]*size:\s*([\w ]+);", page.read_text())
+        assert sizes == ["A4"], (page.name, sizes)
+    (letter,) = handouts.build(tmp_path / "letter", pdf=False, editions=False, paper="Letter")
+    assert re.findall(r"@page\s*\{[^}]*size:\s*([\w ]+);", letter.read_text()) == ["letter"]
+    with pytest.raises(handouts.HandoutError, match="unknown paper size 'A5'"):
+        handouts.build(tmp_path / "a5", pdf=False, paper="A5")
 
 
 def test_every_plot_is_embedded(built: Path) -> None:

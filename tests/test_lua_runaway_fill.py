@@ -19,7 +19,16 @@ def test_every_key_gets_the_value(lab: Lab) -> None:
     assert c.mget(keys) == ["v", "v", "v"]
 
 
-@pytest.mark.parametrize("args", [[], ["a", "b"]])
+def test_a_count_repeats_the_value_inside_the_script(lab: Lab) -> None:
+    c = lab.client()
+    keys = [lab.ns.tagged("f", "a"), lab.ns.tagged("f", "b")]
+    assert lab.script("runaway_fill", c)(keys=keys, args=["ab", "3"]) == 2
+    assert c.mget(keys) == ["ababab", "ababab"]
+
+
+@pytest.mark.parametrize(
+    "args", [[], ["a", "b"], ["a", "0"], ["a", "1e3"], ["a", "100000001"], ["a", "2", "c"]]
+)
 def test_bad_arguments_write_nothing(lab: Lab, args: list[str]) -> None:
     c = lab.client()
     with pytest.raises(redis.ResponseError, match="runaway_fill: invalid-arguments: "):

@@ -24,6 +24,13 @@ def test_write_mode_sets_the_marker_first(lab: Lab) -> None:
     assert c.get(lab.key("m")) == "started"
 
 
+def test_delete_mode_deletes_the_marker_first(lab: Lab) -> None:
+    c = lab.client()
+    c.set(lab.key("m"), "old")
+    assert lab.script("runaway_spin", c)(keys=[lab.key("m")], args=[10, "delete"]) == 10
+    assert c.exists(lab.key("m")) == 0
+
+
 @pytest.mark.parametrize(
     "args",
     [
@@ -68,4 +75,22 @@ def test_a_runaway_that_wrote_is_unkillable_and_only_shutdown_nosave_ends_it() -
         other.shutdown(nosave=True)
         server.process.wait(timeout=10)
         assert not server.is_running()
+        assert isinstance(background.join(), redis.ConnectionError)
+
+
+@needs_server
+def test_a_runaway_whose_first_write_command_changed_nothing_is_unkillable_too() -> None:
+    with scratch_server("--busy-reply-threshold", "50") as server:
+        runner = server.client(decode_responses=True, retry_on_error=[], socket_timeout=5)
+        other = server.client(decode_responses=True)
+        assert runner.exists("never-existed") == 0
+        script = runner.register_script(lua_source("runaway_spin"))
+        background = run_in_background(
+            lambda: script(keys=["never-existed"], args=[10**12, "delete"])
+        )
+        wait_for_busy(other, "never-existed")
+        with pytest.raises(redis.ResponseError, match="^UNKILLABLE"):
+            other.script_kill()
+        other.shutdown(nosave=True)
+        server.process.wait(timeout=10)
         assert isinstance(background.join(), redis.ConnectionError)

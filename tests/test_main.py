@@ -197,12 +197,12 @@ def test_acl_makes_a_random_password_and_refuses_a_bad_command_line() -> None:
     assert bad.returncode == 2 and "python -m helpers acl" in bad.stderr
 
 
-def test_the_readme_shows_the_acl_line_the_command_prints() -> None:
+def test_the_security_page_shows_the_acl_line_the_command_prints() -> None:
     from pathlib import Path
 
     from helpers.tools import acl
 
-    readme = Path(__file__).resolve().parents[1].joinpath("README.md").read_text()
+    readme = Path(__file__).resolve().parents[1].joinpath("docs", "security.md").read_text()
     block = readme[
         readme.index("ACL SETUSER racelab") : readme.index(
             "export REDIS_URL=redis://racelab:PASSWORD"

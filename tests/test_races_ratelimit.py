@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks import ratelimit_cost as bench
 from helpers import Lab, ScheduleRun, explore, run_clients, run_schedule
+from helpers.instruments.spec import RaceSpec
 from races import GaveUp
 from races import ratelimit as rl
 from races.ratelimit import (
@@ -270,7 +271,9 @@ def test_optimistic_limiters_give_up_after_max_attempts_without_writing(
         "A": partial(limiter, key=key, limit=1000, window=WINDOW, max_attempts=2),
         "B": bump(key, 2),
     }
-    with ScheduleRun(lab, actors, setup=lambda c: c.set(key, "0", ex=WINDOW), watch=[key]) as run:
+    with ScheduleRun(
+        RaceSpec(lab, actors, setup=lambda c: c.set(key, "0", ex=WINDOW), watch=[key])
+    ) as run:
         *steps, last = schedule
         for name in steps:
             run.step(name)
@@ -284,7 +287,7 @@ def test_incr_first_leaves_a_counter_without_ttl_if_its_client_dies_after_incr(l
     key = lab.key("w")
     for limiter, ttl_left in ((incr_first_allow, False), (multi_allow, True)):
         with ScheduleRun(
-            lab, {"A": partial(limiter, key=key, limit=5, window=WINDOW)}, watch=[key]
+            RaceSpec(lab, {"A": partial(limiter, key=key, limit=5, window=WINDOW)}, watch=[key])
         ) as run:
             run.step("A")  # one round trip, then the client dies
         assert (lab.client().ttl(key) > 0) is ttl_left, limiter.__name__

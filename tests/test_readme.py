@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text()
@@ -95,3 +96,24 @@ def test_make_redis_without_apt_get_points_at_the_setup_page(tmp_path):
     )
     assert done.returncode == 1
     assert "apt-get not found" in done.stderr and "see docs/setup.md" in done.stderr
+
+
+def test_the_readme_is_short_and_points_each_reader_to_their_page():
+    assert len(README.encode()) <= 8 * 1024, f"README.md is {len(README.encode())} bytes"
+    for page in ("docs/workshop.md", "docs/security.md", "docs/internals.md", "docs/setup.md"):
+        assert f"]({page})" in README, page
+    # what left the README lives on in docs/, not deleted
+    internals = (ROOT / "docs" / "internals.md").read_text()
+    for heading in ("Layout", "How a lesson runs a race", "How the embedded backend differs"):
+        assert f"\n## {heading}" in internals, heading
+    for heading in ("Benchmarks", "Development", "Getting Redis ≥ 8.4 (`make redis`)"):
+        assert f"\n## {heading}" in internals, heading
+    security = (ROOT / "docs" / "security.md").read_text()
+    assert "\n## Three layers\n" in security and "python -m helpers acl" in security
+
+
+def test_the_setup_page_names_the_repository_the_binder_badge_launches():
+    (badge,) = re.findall(r"\((https://mybinder\.org/v2/gh/[^)]+)\)", README)
+    owner, name = urlsplit(badge).path.split("/")[3:5]
+    assert f"git clone https://github.com/{owner}/{name}.git && cd {name}" in SETUP
+    assert "<the repository>" not in SETUP

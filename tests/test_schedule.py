@@ -14,6 +14,8 @@ from programs import lock_holder, lua_limiter, naive_limiter, watch_increment
 
 from helpers import Lab
 from helpers.backend.modes import client_stats
+from helpers.instruments import actors as actor_side
+from helpers.instruments import faults
 from helpers.instruments.schedule import (
     ScheduleError,
     ScheduleRun,
@@ -24,6 +26,7 @@ from helpers.instruments.schedule import (
     run_schedule,
     schedule_text,
 )
+from helpers.instruments.spec import RaceSpec
 
 NAIVE_ABAB = """\
 step  client  command           reply  state after
@@ -286,9 +289,8 @@ def test_an_actor_that_is_not_callable_is_a_type_error(lab: Lab) -> None:
 def test_an_actor_stuck_outside_redis_is_reported_not_waited_for_forever(
     lab: Lab, monkeypatch
 ) -> None:
-    import helpers.instruments.schedule as schedule
 
-    monkeypatch.setattr(schedule, "STEP_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(actor_side, "STEP_TIMEOUT_S", 0.2)
     release = threading.Event()
 
     def stuck(client):
@@ -315,7 +317,7 @@ def test_connections_and_threads_are_released_after_every_run(lab: Lab) -> None:
 
 def test_an_actor_stopped_mid_transaction_leaves_no_watch_behind(lab: Lab) -> None:
     key = lab.key("counter")
-    with ScheduleRun(lab, {"A": partial(watch_increment, key=key)}, watch=[key]) as run:
+    with ScheduleRun(RaceSpec(lab, {"A": partial(watch_increment, key=key)}, watch=[key])) as run:
         run.step("A")  # WATCH sent; A's process "dies" before GET
         assert run.waiting_on() == {"A": "GET counter"}
         assert run.trace().result_text == {"A": "(unfinished)"}
@@ -327,7 +329,7 @@ def test_an_actor_stopped_mid_transaction_leaves_no_watch_behind(lab: Lab) -> No
 
 def test_schedule_run_lets_the_caller_pick_steps_one_at_a_time(lab: Lab) -> None:
     key = lab.key("counter")
-    with ScheduleRun(lab, pair(naive_limiter, key=key, limit=1), watch=[key]) as run:
+    with ScheduleRun(RaceSpec(lab, pair(naive_limiter, key=key, limit=1), watch=[key])) as run:
         assert run.unfinished == ["A", "B"]
         assert run.waiting_on() == {"A": "GET counter", "B": "GET counter"}
         run.step("A")
@@ -345,7 +347,7 @@ def test_schedule_run_lets_the_caller_pick_steps_one_at_a_time(lab: Lab) -> None
 
 def test_gated_clients_count_their_round_trips(lab: Lab) -> None:
     key = lab.key("counter")
-    with ScheduleRun(lab, {"A": partial(watch_increment, key=key)}, watch=[key]) as run:
+    with ScheduleRun(RaceSpec(lab, {"A": partial(watch_increment, key=key)}, watch=[key])) as run:
         for _ in range(3):
             run.step("A")
         client = run.actors["A"].client
@@ -457,7 +459,7 @@ def test_a_schedule_refuses_to_reset_a_key_outside_the_run_prefix(lab: Lab) -> N
             {"watch": [theirs]},
             {"watch": [lab.key("k")], "reset": [lab.key("k"), theirs.encode()]},
         ):
-            with pytest.raises(ValueError, match="must lie under this run's prefix"):
+            with pytest.raises(ValueError, match="is not under this lab's prefix"):
                 run_schedule(lab, actor, "AA", **kwargs)
         assert other.get(theirs) == "theirs"
         # watching a foreign key without resetting it is allowed: only deletion is refused
@@ -480,7 +482,9 @@ def test_greenlet_runner_gives_the_same_trace_as_threads(lab: Lab, program) -> N
     schedule = "ABAB" if program is naive_limiter else "ABABABBBB"
     seen = []
     for runner in ("thread", "greenlet"):
-        with ScheduleRun(lab, actors, lambda c: c.set(key, 4), [key], runner=runner) as run:
+        with ScheduleRun(
+            RaceSpec(lab, actors, lambda c: c.set(key, 4), [key]), runner=runner
+        ) as run:
             seen.append(_steps_of(run, schedule))
     assert seen[0] == seen[1]
 
@@ -488,7 +492,7 @@ def test_greenlet_runner_gives_the_same_trace_as_threads(lab: Lab, program) -> N
 def test_greenlet_runner_stops_an_unfinished_actor_and_closes_its_connection(lab: Lab) -> None:
     key = lab.key("counter")
     actors = {"A": partial(watch_increment, key=key)}
-    with ScheduleRun(lab, actors, watch=[key], runner="greenlet") as run:
+    with ScheduleRun(RaceSpec(lab, actors, watch=[key]), runner="greenlet") as run:
         run.step("A")  # WATCH sent: the next round trip is GET
         state = run.actors["A"]
         assert run.trace().result_text == {"A": "(unfinished)"}
@@ -504,5 +508,5 @@ def test_a_crashed_actor_never_runs_again_and_its_watch_ends(lab: Lab) -> None:
     }
     assert parse_schedule("AA!BB") == ["A", "A!", "B", "B"]
     with pytest.raises(ScheduleError, match="clock"):
-        with ScheduleRun(lab, {"T": lease_expires(key)}, watch=[key]) as run:
-            run.crash("T")
+        with ScheduleRun(RaceSpec(lab, {"T": lease_expires(key)}, watch=[key])) as run:
+            faults.apply(run, "T!")

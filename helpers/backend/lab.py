@@ -233,6 +233,13 @@ class Lab:
         return self._server
 
     @property
+    def throwaway_server(self) -> RedisServer | None:
+        """Return the single redis-server process this lab started itself, else None."""
+        if self.owns_server and isinstance(self._server, RedisServer):
+            return self._server
+        return None
+
+    @property
     def parser(self) -> str:
         """Return which reply parser the lab's clients use: hiredis (its version) or Python's."""
         return parser_description(self.kind, self.parser_class)

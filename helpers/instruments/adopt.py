@@ -10,9 +10,16 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
   round trips are the actor's steps on the lab's server, whatever URL the library was given.
   A library made on the embedded backend never reaches a real server.
 * **``time.sleep`` is logical.** No wall time passes (the schedule, not the clock, decides who
-  runs next). Each sleep counts towards the actor's spin bound: a retry loop that has slept
+  runs next); the run's logical clock moves by the time slept (``helpers.instruments.
+  logical_time``, which also makes the actor's ``time.time()`` and ``time.monotonic()`` the
+  run's). Each sleep counts towards the actor's spin bound: a retry loop that has slept
   ``spin_bound`` times is stopped (its result is ``SPUN``), and the exploration says how many
   schedules the bound cut.
+* **No socket opens outside the lab.** A connection of a client the race did not make is refused
+  (``ActorRefused``) before it connects: an asyncio client (``redis.asyncio``, whose round trips
+  run on an event loop no step controls: reason ``ASYNCIO``), and a synchronous one that
+  adoption cannot reach (``monitor()``, a connection a library takes from a pool itself, a
+  ``single_connection_client``: reason ``UNADOPTABLE``). Adopted commands never need one.
 * **Subscribing is refused.** Pub/sub delivers messages from another connection at a time no
   step decides, so an actor that calls ``pubsub()`` gets ``ActorRefused`` saying so.
 * **Its background threads may not talk to Redis.** A schedule steps the actor's own thread (or
@@ -23,6 +30,9 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
   under the actor's letter, where its reply would be taken for the actor's. The race raises the
   refusal too, at its next step (``ActorContext.refused``).
 
+Every refusal says why in a closed set (``ActorRefused.reason``, a ``Refusal``), so that a caller
+need not read its message.
+
 Outside an actor, the patched methods do exactly what redis-py, ``time`` and ``threading`` do: the
 check is one context-variable read and one dictionary look-up of the current thread. The patches
 go in the first time a race runs (``install``), never on import.
@@ -31,17 +41,23 @@ go in the first time a race runs (``install``), never on import.
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, SupportsIndex
 
 import redis
+import redis.asyncio.connection
+import redis.connection
 
+from helpers.backend.connection import LabConnection
 from helpers.errors import RaceLabError
+from helpers.instruments import logical_time
 
 try:  # the explorer's runner: an actor is a greenlet of the scheduler's thread
     import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
@@ -52,9 +68,25 @@ SPUN = "(spin bound)"
 DEFAULT_SPIN_BOUND = 20  # sleeps per actor per schedule before a retry loop is cut
 
 
+class Refusal(StrEnum):
+    """Why an actor was refused: what it did that no schedule controls."""
+
+    THREAD = "thread"  # a round trip from a thread other than the actor's own
+    PUBSUB = "pubsub"  # it subscribed: messages arrive at a time no step decides
+    NO_ROUND_TRIP = "no_round_trip"  # it finished without a round trip the race could see
+    ASYNCIO = "asyncio"  # an asyncio client: its round trips run on an event loop, not in steps
+    UNADOPTABLE = "unadoptable"  # a connection of its own that adoption cannot reach
+
+
 class ActorRefused(RaceLabError, RuntimeError):
-    """An actor did something a schedule cannot control (subscribe, talk to no server at all, or
-    send a round trip from a thread other than its own)."""
+    """An actor did something a schedule cannot control; ``reason`` says what (a ``Refusal``)."""
+
+    def __init__(self, message: str, *, reason: Refusal) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return functools.partial(ActorRefused, reason=self.reason), (str(self),)
 
 
 class SpinBound(BaseException):
@@ -138,7 +170,8 @@ def _refuse(actor: str, refused: list[ActorRefused], sent: str) -> ActorRefused:
         f"{sent}: a schedule steps only an actor's own thread, so the round trip is refused "
         f"(parked under {actor}'s letter, its reply would be taken for {actor}'s). Turn a "
         "library's background thread off inside an actor (python-redis-lock: auto_renewal=False), "
-        "or make its work an actor of its own"
+        "or make its work an actor of its own",
+        reason=Refusal.THREAD,
     )
     refused.append(exc)
     return exc
@@ -184,8 +217,13 @@ def _is_lab_client(client: Any) -> bool:
     return pool is not None and "racelab_wiring" in getattr(pool, "connection_kwargs", {})
 
 
+_SYNC = redis.connection.AbstractConnection
+_ASYNC = redis.asyncio.connection.AbstractConnection
+
+
 def install() -> None:
-    """Patch redis.Redis and time.sleep once (idempotent); a no-op outside actors afterwards."""
+    """Patch redis.Redis, redis-py's connects and time.sleep once (idempotent); a no-op outside
+    actors afterwards."""
     with _INSTALL_LOCK:
         if _ORIGINAL:
             return
@@ -193,13 +231,18 @@ def install() -> None:
             execute_command=redis.Redis.execute_command,
             pipeline=redis.Redis.pipeline,
             pubsub=redis.Redis.pubsub,
+            connect=_SYNC.connect_check_health,
+            connect_async=_ASYNC.connect_check_health,
             sleep=time.sleep,
             thread_start=threading.Thread.start,
         )
         redis.Redis.execute_command = _execute_command  # type: ignore[method-assign]
         redis.Redis.pipeline = _pipeline  # type: ignore[method-assign]
         redis.Redis.pubsub = _pubsub  # type: ignore[method-assign]
+        _SYNC.connect_check_health = _connect  # type: ignore[method-assign]
+        _ASYNC.connect_check_health = _connect_async  # type: ignore[method-assign]
         time.sleep = _sleep
+        logical_time.replace(_ORIGINAL["sleep"], _sleep)  # from time import sleep, too
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
 
 
@@ -241,9 +284,57 @@ def _pubsub(self: Any, **kwargs: Any) -> Any:
         raise ActorRefused(
             f"actor {context.name} subscribes (pubsub): messages arrive on another connection at "
             "a time no step decides, so a schedule cannot control them; explore the part of the "
-            "code that sends commands, or run the library under threads (Race.load) instead"
+            "code that sends commands, or run the library under threads (Race.load) instead",
+            reason=Refusal.PUBSUB,
         )
     return _ORIGINAL["pubsub"](self, **kwargs)
+
+
+def _address(connection: Any) -> str:
+    """Return where a redis-py connection would go: host:port, or a socket path."""
+    path = getattr(connection, "path", None)
+    return path or f"{getattr(connection, 'host', '?')}:{getattr(connection, 'port', '?')}"
+
+
+def _refuse_connect(connection: Any, reason: Refusal) -> ActorRefused | None:
+    """Return the refusal of a connect from inside an actor (or a thread it started), noted in
+    its run's refusals; None outside every actor."""
+    context = _CURRENT.get() or started_by()
+    if context is None:
+        return None
+    where = _address(connection)
+    if reason is Refusal.ASYNCIO:
+        what = (
+            f"actor {context.name} connects an asyncio client (redis.asyncio, to {where}): "
+            "asyncio clients cannot be stepped (their round trips run on an event loop, which no "
+            "step controls), so it is refused before its socket opens; call the library's "
+            "synchronous API inside the actor"
+        )
+    else:
+        what = (
+            f"actor {context.name} opens a connection of its own to {where} that the race cannot "
+            "adopt (monitor(), a connection taken from a pool directly, or a "
+            "single_connection_client), so it is refused before its socket opens; build the "
+            "client without it, or pass the actor's client to the library"
+        )
+    exc = ActorRefused(what, reason=reason)
+    context.refused.append(exc)  # raised by the race too, should the library swallow it
+    return exc
+
+
+def _connect(self: Any, *args: Any, **kwargs: Any) -> Any:
+    if not isinstance(self, LabConnection):
+        refused = _refuse_connect(self, Refusal.UNADOPTABLE)
+        if refused is not None:
+            raise refused
+    return _ORIGINAL["connect"](self, *args, **kwargs)
+
+
+async def _connect_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+    refused = _refuse_connect(self, Refusal.ASYNCIO)
+    if refused is not None:
+        raise refused
+    return await _ORIGINAL["connect_async"](self, *args, **kwargs)
 
 
 def _sleep(seconds: float | SupportsIndex) -> None:
@@ -257,6 +348,7 @@ def _sleep(seconds: float | SupportsIndex) -> None:
             f"actor {context.name} slept {context.sleeps} times in one schedule (spin bound "
             f"{context.spin_bound}): a retry loop that never gets what it waits for"
         )
+    logical_time.advance(float(seconds))
     return None
 
 
@@ -265,6 +357,7 @@ __all__ = [
     "SPUN",
     "ActorContext",
     "ActorRefused",
+    "Refusal",
     "SpinBound",
     "actor_running",
     "check_sender",

@@ -23,9 +23,11 @@ Fewer schedules, same answers:
   when one becomes the other by swapping neighbouring steps of different actors that touch no
   key in common, or only read it (see ``helpers.instruments.footprint``); they end in the same
   state with the same results, so the invariant gives both the same verdict. The search then
-  runs one schedule per class of equivalent schedules: dynamic partial-order reduction
-  (Flanagan and Godefroid, POPL 2005) with sleep sets (Godefroid 1996). A replay that can only
-  repeat a class already run stops early (``Exploration.pruned``). The answer still counts
+  runs one schedule per class of equivalent schedules: source-set dynamic partial-order
+  reduction (Abdulla et al., POPL 2014) with sleep sets (Godefroid 1996), in
+  ``helpers.instruments.dpor``. A replay that can only repeat a class already run stops early
+  (``Exploration.pruned``). The reduction is checked against exhaustive search on generated
+  races (tests/test_dpor_model.py, tests/test_fuzz_explorer.py). The answer still counts
   schedules: each class run stands for every order of its steps that keeps each conflict
   (``helpers.instruments.classes``), so ``total``, ``bad_count``, ``bad`` and ``good`` are those
   of an exhaustive search, ``runs`` is how many were run and ``classes`` how many classes.
@@ -34,6 +36,13 @@ Fewer schedules, same answers:
 * ``preemptions=N``: only the schedules in which an actor is switched away from, while it could
   go on, at most N times (CHESS's bound, Musuvathi and Qadeer, PLDI 2007). The result says
   ``complete=False`` when the bound left schedules out. The two do not combine (ValueError).
+
+No verdict without evidence: a search in which every client raised, or did not finish, in
+every schedule raises ``NoVerdict`` (with what each returned) instead of "0 of N break". The
+actors read the run's own clock (``helpers.instruments.logical_time``), and after a search a few
+schedules are replayed twice to catch actors that read what the explorer does not control
+(``helpers.instruments.determinism``). ``budget_s`` bounds a search's time; without it a reduced
+search that will not fit ``max_schedules`` is refused after its first few hundred replays.
 
 Server-global state: the script cache and Function libraries survive a reset (a shared server's
 cannot be flushed). When an actor loads a script or library for the first time during a search
@@ -56,6 +65,7 @@ from helpers.instruments import faults as fault_steps
 from helpers.instruments.adopt import SPUN
 from helpers.instruments.blocking import BLOCKED
 from helpers.instruments.classes import each_order, orders_in_class
+from helpers.instruments.determinism import Replayer, check_replays
 from helpers.instruments.dpor import NotDeterministic, TooManySchedules
 from helpers.instruments.footprint import Footprint
 from helpers.instruments.plots import schedule_grid
@@ -423,6 +433,8 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
             raise NotDeterministic(
                 f"the actors kept loading new scripts or libraries after {MAX_RESTARTS} restarts"
             )
+        if not search.stopped:  # helpers.instruments.determinism (a spent budget: no replays)
+            check_replays(outcomes, order, Replayer(spec, connections, server))
 
     def replay(schedule: str) -> Trace:
         names = schedule_names(schedule, order)  # inverse of schedule_text
@@ -490,7 +502,7 @@ class _RunReplay:
 
     def step(self, name: str) -> Footprint:
         """Run actor name's next round trip, or a fault step ("A!", ...); return its footprint."""
-        if not self.run.fault(name, self.faults.server):
+        if not fault_steps.apply(self.run, name, self.faults.server):
             self.run.advance(name)
         return self.run.footprints[-1]
 
@@ -513,7 +525,7 @@ def _search(
     state no reset restores) ends the search: it restarts with that script loaded, so that every
     replay it keeps sees the same server.
     """
-    lab, actors, invariant = spec.lab, spec.actors, spec.invariant
+    actors, invariant = spec.actors, spec.invariant
     max_schedules, max_steps = options.max_schedules, options.max_steps
     footprints = search.reduce or options.classes or "pause" in faults.kinds
     assert invariant is not None  # explore_spec refuses a race without one
@@ -538,11 +550,7 @@ def _search(
                 f"or raise max_schedules"
             )
         with ScheduleRun(
-            lab,
-            actors,
-            spec.setup,
-            spec.watch,
-            spec.reset,
+            spec,
             connections=connections,
             observe=False,
             footprints=footprints,

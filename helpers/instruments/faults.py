@@ -40,14 +40,11 @@ import redis
 from helpers.backend.scripts import preload
 from helpers.backend.server import RedisServer
 from helpers.errors import RaceLabError
+from helpers.instruments.actors import CRASHED
 from helpers.instruments.footprint import EVERYTHING, NOTHING, Footprint, touching
 
-CRASH = "!"  # "A!": A's client dies there (the same letter as helpers.instruments.schedule.CRASH)
+CRASH = "!"  # "A!": A's client dies there
 PAUSE = "~"  # "A~": A stalls there until its leases run out
-RESTART = "restart"
-FAILOVER = "failover"
-KINDS = ("crash", "pause", "restart", "failover")
-SERVER_KINDS = {RESTART: "restart", FAILOVER: "failover"}  # schedule word: fault kind
 SYNC_TIMEOUT_S = 20.0
 
 
@@ -55,56 +52,180 @@ class FaultUnavailable(RaceLabError, ValueError):
     """A fault was asked for where it cannot happen (restart or failover off a throwaway server)."""
 
 
-def kind_of(name: str) -> str | None:
-    """Return the fault kind of a schedule step ("crash", "pause", ...), None for a round trip."""
-    if name in SERVER_KINDS:
-        return SERVER_KINDS[name]
-    if len(name) > 1 and name.endswith(CRASH):
-        return "crash"
-    if len(name) > 1 and name.endswith(PAUSE):
-        return "pause"
+class Fault:
+    """One kind of fault step: its name, how a schedule writes it, where it can go, its effect.
+
+    A client's fault is written as the actor's name and its mark ("A!"); a server's fault as
+    its name ("restart"). ``offered`` lists the steps of this kind a run may take next,
+    ``footprint`` what one touches (for reduce=True), ``apply`` runs it on a ``ScheduleRun``.
+    """
+
+    name = ""
+    mark = ""  # a client's fault: the letter after the actor's name; a server's fault: none
+    needs_server = False  # restart and failover: a ServerFaults of a throwaway server
+
+    def steps(self, actors: Iterable[str]) -> list[str]:
+        """Return every step of this kind the actors can take, in the order the search tries them."""
+        return [a + self.mark for a in actors] if self.mark else [self.name]
+
+    def actor(self, step: str) -> str:
+        """Return the actor a step of this kind belongs to (the word itself for a server's fault)."""
+        return step[: -len(self.mark)] if self.mark else step
+
+    def offered(self, run: Any) -> list[str]:
+        """Return the steps of this kind the run may take next."""
+        return self.steps(run.clients)
+
+    def footprint(self, run: Any, step: str) -> Footprint:
+        """Return what the step touches."""
+        return EVERYTHING
+
+    def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
+        """Run the step on run."""
+        raise NotImplementedError
+
+
+class Crash(Fault):
+    """ "A!": A's client dies between two round trips; it never runs again. It touches no key."""
+
+    name, mark = "crash", CRASH
+
+    def footprint(self, run: Any, step: str) -> Footprint:
+        """Return NOTHING: closing a connection changes no key (a lock it took stays)."""
+        return NOTHING
+
+    def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
+        """Kill the client: its connections close (ending any WATCH or MULTI), result "(crashed)"."""
+        state = run.client(self.actor(step), "crash")
+        run.record(step, NOTHING)  # closing a connection changes no key
+        run.kill(state)
+        state.client.connection_pool.disconnect()
+        state.gate.open_state = False
+        state.result = CRASHED
+
+
+class Pause(Fault):
+    """ "A~": A stalls between two round trips until its leases run out, then goes on."""
+
+    name, mark = "pause", PAUSE
+
+    def offered(self, run: Any) -> list[str]:
+        """Return a pause for each client that holds a lease now (else it would change nothing)."""
+        return [n + self.mark for n in run.clients if leases(run, n)]
+
+    def footprint(self, run: Any, step: str) -> Footprint:
+        """Return every key the actor has written: which of them it still holds is up to others.
+
+        Its leases are the keys it wrote *last*, so another actor's write to any key it wrote
+        changes what the pause expires: the two must not commute, although the pause writes
+        only its leases (a footprint of the leases alone lost schedules: see
+        tests/test_explorer_regressions.py).
+        """
+        return touching(written(run, self.actor(step)))
+
+    def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
+        """Expire the actor's leases now and add the trace row."""
+        name = self.actor(step)
+        run.client(name, "pause")  # ScheduleError: an unknown or finished actor, or a clock
+        keys = leases(run, name)
+        run.record(step, self.footprint(run, step))
+        expire(run.observer, keys)
+        shown = ", ".join(run.short(k) for k in keys)
+        reply = f"lease of {shown} ran out" if keys else "no lease of its own: nothing expires"
+        run.add_row(name, f"(pause) {name} stalls past its lease", reply)
+
+
+class Restart(Fault):
+    """ "restart": the server restarts without persistence (every key and the script cache lost)."""
+
+    name, needs_server = "restart", True
+
+    def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
+        """Restart the throwaway server and add the trace row."""
+        if server is None:
+            raise FaultUnavailable(f"{step} needs a ServerFaults of the run's throwaway server")
+        run.record(step, EVERYTHING)  # every key, every connection
+        run.add_row("(server)", step, server.restart(run))
+
+
+class Failover(Restart):
+    """ "failover": the replica, which missed the schedule's writes, is promoted."""
+
+    name = "failover"
+
+    def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
+        """Fail the throwaway server over to its replica and add the trace row."""
+        if server is None:
+            raise FaultUnavailable(f"{step} needs a ServerFaults of the run's throwaway server")
+        run.record(step, EVERYTHING)
+        run.add_row("(server)", step, server.failover(run))
+
+
+KINDS: dict[str, Fault] = {kind.name: kind for kind in (Crash(), Pause(), Restart(), Failover())}
+SERVER_WORDS = frozenset(kind.name for kind in KINDS.values() if not kind.mark)
+
+
+def kind_of(step: str) -> Fault | None:
+    """Return the fault kind of a schedule step ("A!", "A~", "restart"), None for a round trip."""
+    if step in SERVER_WORDS:
+        return KINDS[step]
+    for kind in KINDS.values():
+        if kind.mark and len(step) > len(kind.mark) and step.endswith(kind.mark):
+            return kind
     return None
 
 
-def actor_of(name: str) -> str:
+def actor_of(step: str) -> str:
     """Return the actor a step belongs to: "A" for "A", "A!" and "A~"; the word for a server fault."""
-    kind = kind_of(name)
-    return name[:-1] if kind in ("crash", "pause") else name
+    kind = kind_of(step)
+    return kind.actor(step) if kind is not None else step
+
+
+def kinds_named(names: Iterable[str]) -> list[Fault]:
+    """Return the fault kinds with these names, in the order the search tries them."""
+    wanted = set(names)
+    return [kind for name, kind in KINDS.items() if name in wanted]
 
 
 def checked_kinds(faults: Iterable[str], max_faults: int | None) -> tuple[tuple[str, ...], int]:
-    """Return (fault kinds, bound) after checking them; the bound defaults to 1 with faults."""
+    """Return (fault kinds' names, bound) after checking them; the bound defaults to 1 with faults."""
     if isinstance(faults, str):
         faults = (faults,)
-    kinds = tuple(faults)
-    unknown = [k for k in kinds if k not in KINDS]
+    names = tuple(faults)
+    unknown = [k for k in names if k not in KINDS]
     if unknown:
         raise ValueError(f"unknown fault {unknown[0]!r}: choose from {', '.join(KINDS)}")
-    bound = (1 if kinds else 0) if max_faults is None else max_faults
+    bound = (1 if names else 0) if max_faults is None else max_faults
     if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
         raise ValueError(f"max_faults must be a number >= 0, got {max_faults!r}")
-    if bound and not kinds:
+    if bound and not names:
         raise ValueError("max_faults=N needs faults=(...) to say which faults")
-    return kinds, bound
+    return names, bound
 
 
 def leases(run: Any, actor: str) -> list[str]:
     """Return actor's leases in a run: keys it wrote last (watched or reset) that have a TTL now."""
-    keys = list(dict.fromkeys(run._connections.keys))
+    keys = run.keys
     last: dict[str, str | None] = {}
-    for name, step in zip(run.names, run.footprints):
-        kind = kind_of(name)
-        if kind == "crash":
+    for step, touched in zip(run.names, run.footprints):
+        kind = kind_of(step)
+        if isinstance(kind, Crash):
             continue
-        if kind in ("restart", "failover"):
-            last = {}  # the data written before is gone
+        if isinstance(kind, Restart):  # restart or failover: the data written before is gone
+            last = {}
             continue
-        writer = None if kind == "pause" else actor_of(name)  # an expired lease is nobody's
+        writer = None if isinstance(kind, Pause) else actor_of(step)  # an expired lease: nobody's
         for key in keys:
-            if step.everything or key.encode() in step.writes:
+            if touched.everything or key.encode() in touched.writes:
                 last[key] = writer
     mine = [k for k in keys if last.get(k) == actor]
     return [k for k in mine if run.observer.pttl(k) >= 0]
+
+
+def written(run: Any, actor: str) -> list[str]:
+    """Return the run's keys (watched or reset) that actor's round trips have written so far."""
+    mine = [t for step, t in zip(run.names, run.footprints) if step == actor]
+    return [k for k in run.keys if any(t.everything or k.encode() in t.writes for t in mine)]
 
 
 def expire(client: Any, keys: Sequence[str]) -> list[str]:
@@ -114,37 +235,41 @@ def expire(client: Any, keys: Sequence[str]) -> list[str]:
     return list(keys)
 
 
-def options(run: Any, kinds: Sequence[str], bound: int, server: bool = True) -> list[str]:
+def options(run: Any, names: Sequence[str], bound: int, server: bool = True) -> list[str]:
     """Return the fault steps a schedule may take next (none once it holds bound faults)."""
     if sum(kind_of(n) is not None for n in run.names) >= bound:
         return []
-    clients = [n for n in run.unfinished if run.actors[n].gate is not None]
-    found: list[str] = []
-    if "crash" in kinds:
-        found += [n + CRASH for n in clients]
-    if "pause" in kinds:
-        found += [n + PAUSE for n in clients if leases(run, n)]
-    if server:
-        found += [word for word, kind in SERVER_KINDS.items() if kind in kinds]
-    return found
+    return [
+        step
+        for kind in kinds_named(names)
+        if server or not kind.needs_server
+        for step in kind.offered(run)
+    ]
 
 
-def footprint(run: Any, name: str) -> Footprint:
-    """Return what a fault step touches: nothing (crash), its leases (pause), everything (server)."""
-    kind = kind_of(name)
-    if kind == "crash":
-        return NOTHING
-    if kind == "pause":
-        return touching(leases(run, actor_of(name)))
-    return EVERYTHING
+def footprint(run: Any, step: str) -> Footprint:
+    """Return what a fault step touches (its kind says: nothing, its leases, or everything)."""
+    kind = kind_of(step)
+    return kind.footprint(run, step) if kind is not None else EVERYTHING
 
 
-def all_names(actors: Iterable[str], kinds: Sequence[str]) -> list[str]:
+def all_names(actors: Iterable[str], names: Sequence[str]) -> list[str]:
     """Return every fault step the actors can take, in the order the search tries them."""
-    names = list(actors)
-    found = [n + CRASH for n in names] if "crash" in kinds else []
-    found += [n + PAUSE for n in names] if "pause" in kinds else []
-    return found + [word for word, kind in SERVER_KINDS.items() if kind in kinds]
+    actors = list(actors)
+    return [step for kind in kinds_named(names) for step in kind.steps(actors)]
+
+
+def apply(run: Any, step: str, server: ServerFaults | None = None) -> bool:
+    """Run step if it is a fault step of run ("A!", "A~", "restart", "failover"); False if not.
+
+    A crash or pause of a name that is no actor here is not a fault step either, so that
+    ``ScheduleRun.step`` reports it as the unknown client it is.
+    """
+    kind = kind_of(step) if step not in run.actors else None
+    if kind is None or (kind.mark and kind.actor(step) not in run.actors):
+        return False
+    kind.apply(run, step, server)
+    return True
 
 
 def refuse_unless_throwaway(lab: Any, kind: str) -> RedisServer:
@@ -157,16 +282,17 @@ def refuse_unless_throwaway(lab: Any, kind: str) -> RedisServer:
         why = "the embedded backend (fakeredis) has no server process to restart or replicate"
     elif lab.kind == "cluster" or lab.caps.cluster:
         why = "a cluster restarts and fails over node by node, which this model does not cover"
-    elif not lab.owns_server or not isinstance(lab._server, RedisServer):
+    elif lab.throwaway_server is None:
         why = "this lab's server was not started by the suite: it may hold somebody else's data"
     else:
-        return lab._server
+        server: RedisServer = lab.throwaway_server
+        return server
     raise FaultUnavailable(f"{use}; {why}")
 
 
 def available(lab: Any, kind: str) -> str:
     """Return '' if the fault kind can run on lab, else the reason it cannot (for a skip line)."""
-    if kind not in SERVER_KINDS.values():
+    if not KINDS[kind].needs_server:
         return ""
     try:
         refuse_unless_throwaway(lab, kind)
@@ -196,7 +322,7 @@ class ServerFaults:
     """The server side of restart and failover for one exploration (or one replayed schedule)."""
 
     def __init__(self, lab: Any, kinds: Sequence[str]) -> None:
-        self.lab, self.kinds = lab, [k for k in kinds if k in SERVER_KINDS.values()]
+        self.lab, self.kinds = lab, [k for k in kinds if KINDS[k].needs_server]
         self.primary: RedisServer | None = None
         self.replica: RedisServer | None = None
         self._admin: redis.Redis | None = None
@@ -242,7 +368,7 @@ class ServerFaults:
     def _restore_scripts(self, run: Any) -> None:
         """Load the suite's scripts and the ones the actors loaded, as before the fault."""
         preload(run.observer)
-        for kind, source in sorted(run._connections.loaded):
+        for kind, source in sorted(run.loaded):
             if kind == "script":
                 run.observer.script_load(source)
             elif kind == "function":

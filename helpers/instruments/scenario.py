@@ -87,6 +87,8 @@ class Race:
             said,
             {label: dict(swap) for label, swap in (fixes or {}).items()},
         )
+        if reset is not None:  # a learner's race shows only its own keys
+            RaceSpec(lab, actors, watch=tuple(watch))  # type: ignore[arg-type]
         if reset is None and not watch and setup is not None:
             raise RaceDefinitionError(
                 "a race with a setup must name its keys (watch= or reset=): they are deleted "

@@ -43,12 +43,12 @@ def _actors(actors: Mapping[str, Actor], what: str = "actors") -> dict[str, Acto
     return dict(actors)
 
 
-def _keys(lab: Any, keys: Sequence[str], what: str) -> tuple[str, ...]:
-    """Return keys as a tuple, refusing any outside the lab's prefix (they get deleted)."""
+def _keys(lab: Any, keys: Sequence[str], what: str, owned: bool = True) -> tuple[str, ...]:
+    """Return keys as a tuple; with owned, refuse any outside the lab's prefix (deleted keys)."""
     if isinstance(keys, (str, bytes)):
         raise RaceDefinitionError(f"{what} must be a list of keys, got the string {keys!r}")
     found = tuple(keys)
-    foreign = [k for k in found if not isinstance(k, str) or not lab.ns.owns(k)]
+    foreign = [k for k in found if owned and (not isinstance(k, str) or not lab.ns.owns(k))]
     if foreign:
         raise RaceDefinitionError(
             f"{what} key {foreign[0]!r} is not under this lab's prefix {lab.ns.prefix!r} "
@@ -77,7 +77,8 @@ class RaceSpec:
         set_(self, "actors", _actors(self.actors))
         if self.setup is not None and not callable(self.setup):
             raise RaceDefinitionError(f"setup must be a function of a client, got {self.setup!r}")
-        set_(self, "watch", _keys(lab, self.watch, "watch"))
+        # Only the keys deleted before each run must be the lab's: reset if given, else watch.
+        set_(self, "watch", _keys(lab, self.watch, "watch", owned=self.reset is None))
         if self.reset is not None:
             set_(self, "reset", _keys(lab, self.reset, "reset"))
         if self.invariant is not None and not callable(self.invariant):

@@ -65,7 +65,7 @@ from helpers.instruments.schedule import (
     TraceRow,
     parse_schedule,
 )
-from helpers.instruments.spec import DEFAULT_MAX_SCHEDULES
+from helpers.instruments.spec import DEFAULT_MAX_SCHEDULES, RaceSpec
 
 GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
 # The buttons' own colours (background, text), not the theme's: the theme's "info" teal under
@@ -173,7 +173,15 @@ class Stepper:
         _close_run(self._holder)
         self._verdicts, self._explored = [], None
         self._holder.append(
-            ScheduleRun(self.lab, self.actors, self.setup, self.watch, self.reset_keys)
+            ScheduleRun(
+                RaceSpec(
+                    self.lab,
+                    self.actors,
+                    self.setup,
+                    tuple(self.watch),
+                    None if self.reset_keys is None else tuple(self.reset_keys),
+                )
+            )
         )
         self._judge()
 

@@ -4,10 +4,11 @@ The one command a learner runs the day before. It prints one line per check, ✓
 ⚠ (works, but read the note) or ✗ (with the fix below it), then a verdict. It exits non-zero
 only when something blocks the core session (notebooks 00-03 on the embedded backend, or on
 ``REDIS_URL`` when that is set); what only the advanced demos or the handouts need is marked
-optional and never fails the run.
+optional and never fails the run. The report and the checks that need only the standard library
+live in ``helpers.tools.machine``, which ``make doctor`` runs alone before ``.venv`` exists.
 
 With ``REDIS_URL`` set it also checks that server, touching nothing outside its own
-``racelab:doctor:`` keys: it answers within 5 s, its version, and whether the URL's ACL user has
+``racelab:doctor:`` keys: it is a Redis URL (not ``http://``), it answers within 5 s, its version, and whether the URL's ACL user has
 exactly the rights the suite needs. Each needed command class is tried, and two things a
 least-privilege user must be refused (``CONFIG GET``, and a read of a key outside ``racelab:*``,
 both harmless where allowed). Nothing it sends could change data outside its keys, even as an
@@ -23,8 +24,6 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from enum import Enum
 from functools import partial
 from importlib import metadata
 from pathlib import Path
@@ -42,64 +41,31 @@ from helpers.backend.server import (
     ServerNotFound,
     find_binary,
     free_port,
-    port_is_free,
     server_description,
 )
+from helpers.backend.urls import MalformedURL, url_options
 from helpers.instruments.schedule import run_schedule
+from helpers.tools.machine import (
+    LAB_PORT,
+    SETUP_PAGE,
+    Check,
+    Status,
+    blocked,
+    check_chromium,
+    check_lab_port,
+    check_python,
+    report,
+)
 
-MIN_PYTHON = (3, 11)
 URL_TIMEOUT_S = 5.0  # REDIS_URL must answer within this
-LAB_PORT = 8888  # JupyterLab's default port
-SETUP_PAGE = "docs/setup.md"
+BUILD_ONE = " Run `make redis` to build one."  # ServerNotFound's closing advice; the fix says it
 ASK_FOR_ACL = (
     "ask the instructor to run, as an administrator, the ACL SETUSER line that "
     "`python -m helpers acl` prints (on every node of a cluster), and to hand out its REDIS_URL"
 )
 
 
-class Status(Enum):
-    """How one check came out, as printed at the start of its line."""
-
-    OK = "✓"
-    WARN = "⚠"
-    FAIL = "✗"
-
-
-@dataclass(frozen=True)
-class Check:
-    """One line of the report: what was checked, how it came out, and the fix when it failed."""
-
-    what: str
-    status: Status
-    detail: str
-    fix: str = ""
-    blocking: bool = True  # a FAIL here stops the core session
-
-    def lines(self) -> list[str]:
-        """Return the printed lines: the mark and the finding, then the fix (if any) indented."""
-        optional = " (optional)" if not self.blocking and self.status is Status.FAIL else ""
-        out = [f"{self.status.value} {self.what}{optional}: {self.detail}"]
-        if self.fix and self.status is not Status.OK:
-            out.append(f"    fix: {self.fix}")
-        return out
-
-
 # --- the machine ------------------------------------------------------------------------------
-
-
-def check_python() -> Check:
-    """Return whether this Python is recent enough."""
-    found = ".".join(map(str, sys.version_info[:3]))
-    wanted = ".".join(map(str, MIN_PYTHON))
-    if sys.version_info[:2] >= MIN_PYTHON:
-        return Check("Python", Status.OK, f"{found} (needs >= {wanted})")
-    return Check(
-        "Python",
-        Status.FAIL,
-        f"{found} is too old (needs >= {wanted})",
-        f"install Python {wanted} or newer ({SETUP_PAGE} says how on each system), "
-        f"then `make lab PYTHON=python{wanted}`",
-    )
 
 
 def learner_lock() -> Path:
@@ -108,18 +74,24 @@ def learner_lock() -> Path:
     return learner if learner.exists() else PROJECT_ROOT / "requirements.lock"
 
 
-def pins(lock: Path) -> list[Requirement]:
-    """Return the pins of a lock file that apply to this machine, following its ``-r`` includes."""
+def all_pins(lock: Path) -> list[Requirement]:
+    """Return every pin of a lock file, for any system, following its ``-r`` includes.
+
+    Their number is the one ``make lab`` prints while installing (it counts the lock's lines).
+    """
     found = []
     for raw in lock.read_text().splitlines():
         line = raw.split("#", 1)[0].strip()
         if line.startswith("-r "):
-            found += pins(lock.parent / line[3:].strip())
+            found += all_pins(lock.parent / line[3:].strip())
         elif line and not line.startswith("-"):
-            req = Requirement(line)
-            if req.marker is None or req.marker.evaluate():
-                found.append(req)
+            found.append(Requirement(line))
     return found
+
+
+def pins(lock: Path) -> list[Requirement]:
+    """Return the pins of a lock file that apply to this machine (its system, its Python)."""
+    return [req for req in all_pins(lock) if req.marker is None or req.marker.evaluate()]
 
 
 def check_venv() -> Check:
@@ -146,6 +118,9 @@ def check_packages(lock: Path | None = None) -> Check:
     lock = lock or learner_lock()
     missing, moved = [], []
     wanted = pins(lock)
+    total = len(all_pins(lock))
+    rest = total - len(wanted)
+    other = f" (the other {rest} are for other systems or Pythons)" if rest else ""
     for req in wanted:
         try:
             have = metadata.version(req.name)
@@ -173,7 +148,11 @@ def check_packages(lock: Path | None = None) -> Check:
             "`make lab` reinstalls the pinned versions (outputs may differ from the stored ones)",
             blocking=False,
         )
-    return Check("packages", Status.OK, f"all {len(wanted)} pins of {where} installed")
+    return Check(
+        "packages",
+        Status.OK,
+        f"all {len(wanted)} of the {total} pins of {where} that apply here are installed{other}",
+    )
 
 
 def kernel_python(name: str = "python3") -> str:
@@ -258,7 +237,7 @@ def check_server_binary() -> Check:
         return Check(
             "redis-server",
             Status.FAIL,
-            f"{exc} Without one, notebooks 04-07 show recordings of the throwaway-server demos, "
+            f"{str(exc).removesuffix(BUILD_ONE)} Without one, notebooks 04-07 show recordings of the throwaway-server demos, "
             "and RACELAB_BACKEND=real/cluster are unavailable; 00-03 run on the embedded backend",
             f"`make redis` on Debian; on other systems see {SETUP_PAGE}",
             blocking=False,
@@ -286,40 +265,9 @@ def check_server_binary() -> Check:
     )
 
 
-def check_chromium() -> Check:
-    """Return whether a chromium for the PDF handouts is there ($RACELAB_CHROMIUM, then PATH)."""
-    named = os.environ.get("RACELAB_CHROMIUM")  # as scripts/handouts.py and tests/browser look
-    found = named or shutil.which("chromium") or shutil.which("chromium-browser")
-    if found and Path(found).exists():
-        return Check("chromium", Status.OK, f"{found} (PDF handouts, make test-browser)")
-    return Check(
-        "chromium",
-        Status.FAIL,
-        f"{'RACELAB_CHROMIUM=' + named + ' does not exist' if named else 'not on PATH'}: "
-        "`make handouts` cannot print the PDFs (`scripts/handouts.py --html-only` skips them), "
-        "and the browser test skips",
-        f"`apt-get install chromium`, or set RACELAB_CHROMIUM to a chromium binary (other systems: "
-        f"{SETUP_PAGE}); not needed for the notebooks",
-        blocking=False,
-    )
-
-
 def check_ports(lab_port: int = LAB_PORT) -> list[Check]:
     """Return whether JupyterLab's port and loopback ports for throwaway servers are free."""
-    checks = []
-    if port_is_free(lab_port):
-        checks.append(Check("ports", Status.OK, f"{lab_port} (JupyterLab) is free"))
-    else:
-        checks.append(
-            Check(
-                "ports",
-                Status.WARN,
-                f"{lab_port} (JupyterLab) is in use, maybe by another JupyterLab: "
-                "it will take the next free port and print it",
-                f'`make lab LAB_ARGS="--port {lab_port + 11}"` picks one yourself',
-                blocking=False,
-            )
-        )
+    checks = [check_lab_port(lab_port)]
     try:
         port = free_port(cluster=True)
     except (OSError, RuntimeError) as exc:
@@ -382,8 +330,54 @@ def _client(url: str) -> redis.Redis:
     return redis.Redis.from_url(url, retry=None, **options)
 
 
+def _redis_cli() -> str | None:
+    """Return a redis-cli to suggest to the learner (the suite's, then PATH's), or None."""
+    try:
+        found = find_binary("redis-cli")
+    except ServerNotFound:
+        return shutil.which("redis-cli")
+    return str(found.relative_to(PROJECT_ROOT) if found.is_relative_to(PROJECT_ROOT) else found)
+
+
+def _refused_connection(exc: BaseException) -> bool:
+    """Return True if exc (or what caused it) is the OS refusing the connection at once."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def check_url_form(url: str) -> Check | None:
+    """Return the ✗ of a REDIS_URL that is not a Redis URL (http://, a typo), or None if it is."""
+    try:
+        url_options(url)
+    except MalformedURL as exc:
+        scheme = url.partition("://")[0].lower() if "://" in url else ""
+        if scheme not in ("redis", "rediss", "unix"):
+            return Check(
+                "REDIS_URL",
+                Status.FAIL,
+                f"{redacted(url)} is not a Redis URL: "
+                + (f"{scheme}:// is not a Redis scheme" if scheme else "it has no scheme"),
+                "use redis:// or rediss:// (TLS), e.g. REDIS_URL=redis://host:6379/0; "
+                "Redis speaks its own protocol, not HTTP",
+            )
+        return Check(
+            "REDIS_URL",
+            Status.FAIL,
+            str(exc),
+            "write it as redis://[user:password@]host:port/db, e.g. redis://host:6379/0",
+        )
+    return None
+
+
 def check_reachable(url: str) -> Check:
-    """Return whether REDIS_URL answers PING within 5 s, and as which user."""
+    """Return whether REDIS_URL is a Redis URL that answers PING within 5 s, and as which user."""
+    malformed = check_url_form(url)
+    if malformed is not None:
+        return malformed
     shown = redacted(url)
     user = url_user(url)
     try:
@@ -398,11 +392,19 @@ def check_reachable(url: str) -> Check:
             "characters such as @ : / in a password must be percent-encoded)",
         )
     except (redis.ConnectionError, redis.TimeoutError, TimeoutError, OSError) as exc:
+        if _refused_connection(exc):
+            finding = "refused the connection: nothing listens at that host and port"
+        elif isinstance(exc, (redis.TimeoutError, TimeoutError)):
+            finding = f"does not answer PING within {URL_TIMEOUT_S:g} s"
+        else:
+            finding = "cannot be reached"
+        cli = _redis_cli()
+        probe = f' (`{cli} -u "$REDIS_URL" ping` tries it alone)' if cli else ""
         return Check(
             "REDIS_URL",
             Status.FAIL,
-            f"{shown} does not answer PING within {URL_TIMEOUT_S:g} s: {type(exc).__name__}: {exc}",
-            'check the host and port and that the server runs (`redis-cli -u "$REDIS_URL" ping`); '
+            f"{shown} {finding}: {type(exc).__name__}: {exc}",
+            f"check the host and port and that the server runs{probe}; "
             "an HTTP proxy does not carry Redis traffic, so connect directly (VPN, firewall); "
             "or unset REDIS_URL to use the embedded backend",
         )
@@ -604,25 +606,6 @@ def run_checks(environ: Mapping[str, str] | None = None) -> list[Check]:
     if env.get("REDIS_URL"):
         checks += _guarded("REDIS_URL", check_redis_url, env["REDIS_URL"])
     return checks
-
-
-def blocked(checks: list[Check]) -> list[Check]:
-    """Return the failed checks that block the core session."""
-    return [c for c in checks if c.status is Status.FAIL and c.blocking]
-
-
-def report(checks: list[Check]) -> str:
-    """Return the printed report: every check's lines, then the verdict."""
-    lines = [line for check in checks for line in check.lines()]
-    stops = blocked(checks)
-    others = [c for c in checks if c.status is not Status.OK and c not in stops]
-    if stops:
-        verdict = f"NOT READY: {len(stops)} problem(s) above block the workshop; fix each ✗"
-    else:
-        verdict = "ready for the core session (00-03)"
-    if others:
-        verdict += f"; {len(others)} note(s) for the optional parts"
-    return "\n".join(["racelab doctor: can this machine run the workshop?", *lines, verdict])
 
 
 def main() -> int:

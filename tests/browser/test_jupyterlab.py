@@ -3,7 +3,8 @@
 nbval checks what the kernel returns; this checks what JupyterLab draws. One JupyterLab serves
 the repository on a free loopback port with a random token, on the embedded backend, with
 notebook windowing mode ``none`` (JUPYTERLAB_SETTINGS_DIR in a temporary folder) so that every
-cell is drawn, off screen too. Each notebook is copied with its outputs cleared to
+cell is drawn, off screen too, and the suite's own JupyterLab defaults (jupyter-config/, as
+`make lab` passes them): a first start shows no "news" pop-up. Each notebook is copied with its outputs cleared to
 ``.browser-run/`` (git-ignored; the committed notebook is never touched), opened, run with
 Run > Run All Cells, and waited for. Then, in the page:
 
@@ -26,6 +27,9 @@ predicted it".
 name the folder. The browser is Debian's chromium driven by playwright (its own browser download is not needed).
 Without playwright or chromium the tests skip, saying why; RACELAB_REQUIRE_BROWSER=1 (.ci/run)
 makes that a failure. RACELAB_CHROMIUM names another browser binary.
+
+axe-core (test_axe.py's pinned copy) also checks notebook 01 as it opens with its stored outputs:
+no critical or serious violation in its rendered markdown or its outputs.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from typing import Any
 
 import pytest
 from browser_kit import asked_for, browser  # noqa: F401 - fixtures pytest finds by name
+from test_axe import axe_source  # noqa: F401 - axe-core's script (npm ci in tests/browser)
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -126,10 +131,13 @@ def _free_port() -> int:
 
 
 def _write_settings(settings: Path) -> None:
-    """Windowing mode none (every cell drawn, off screen too); no news or update pop-ups."""
+    """Windowing mode none (every cell drawn, off screen too).
+
+    No news or update pop-up either, but that comes from the suite's own defaults
+    (jupyter-config/, as `make lab` passes them), which test_no_news_pop_up_on_a_first_start checks.
+    """
     for plugin, values in {
         "notebook-extension/tracker": {"windowingMode": "none", "autoStartDefaultKernel": True},
-        "apputils-extension/notification": {"fetchNews": "false", "checkForUpdates": False},
     }.items():
         path = settings / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -146,6 +154,7 @@ def jupyterlab(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterat
         "RACELAB_BACKEND": "embedded",
         "JUPYTERLAB_SETTINGS_DIR": str(tmp / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp / "workspaces"),
+        "JUPYTER_CONFIG_PATH": str(REPO / "jupyter-config"),  # as `make lab` starts it
         "RACELAB_PROGRESS_AFTER_S": "0",  # every hooked run draws its bar at once
     }
     # every notebook is there from the start, as in notebooks/ (00 lists the suite it finds)
@@ -267,6 +276,51 @@ def _open(browser: Any, lab: JupyterLab, copy: Path) -> Any:
     if open_tab.count():
         open_tab.click()
     return page
+
+
+def test_no_news_pop_up_on_a_first_start(browser: Any, jupyterlab: JupyterLab) -> None:
+    # A fresh user settings folder, so this is a first start: only the suite's defaults say no.
+    page = _open(browser, jupyterlab, _fresh_copy(NOTEBOOKS[0]))
+    try:
+        page.wait_for_timeout(5000)  # the question comes a moment after the page is ready
+        toasts = page.evaluate(
+            "() => [...document.querySelectorAll('.Toastify__toast')].map(e => e.innerText)"
+        )
+        assert not [t for t in toasts if "news" in t.lower()], toasts
+    finally:
+        page.close()
+
+
+# axe-core over what the suite puts on the page: rendered markdown and the cells' outputs (the
+# editors, toolbars and panels around them are JupyterLab's own, and have known violations)
+AXE_CONTENT = """async () => {
+  const scope = {include: [[".jp-MarkdownOutput"], [".jp-OutputArea-output"]]};
+  const result = await axe.run(scope, {resultTypes: ["violations"]});
+  return {passed: result.passes.map(r => r.id), violations: result.violations.map(v => ({
+    id: v.id, impact: v.impact, nodes: v.nodes.length, first: v.nodes[0].target.join(" ")}))};
+}"""
+
+
+def test_notebook_01_with_its_outputs_has_no_serious_axe_violation(
+    browser: Any, jupyterlab: JupyterLab, axe_source: str
+) -> None:
+    notebook = next(p for p in NOTEBOOKS if p.name.startswith("01_"))
+    RUN_DIR.mkdir(exist_ok=True)
+    copy = RUN_DIR / f"axe_{notebook.name}"  # the stored outputs, as a learner first sees them
+    nb = json.loads(notebook.read_text())
+    nb["metadata"].pop("jupytext", None)
+    copy.write_text(json.dumps(nb, indent=1))
+    page = _open(browser, jupyterlab, copy)
+    try:
+        assert page.locator(f"{NOTEBOOK} .jp-OutputArea-output").count() > 10
+        page.add_script_tag(content=axe_source)
+        found = page.evaluate(AXE_CONTENT)
+    finally:
+        page.close()
+        copy.unlink()
+    assert {"link-name", "list"} <= set(found["passed"]), found["passed"]  # it looked
+    failing = [v for v in found["violations"] if v["impact"] in ("critical", "serious")]
+    assert not failing, failing
 
 
 def _run_all(browser: Any, lab: JupyterLab, notebook: Path) -> tuple[Any, float, list[str]]:

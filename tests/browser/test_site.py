@@ -12,7 +12,8 @@ instructor view from disk and checks:
   cell is marked, in both views; every ``predict`` cell shows its question and choices;
 - each notebook's links to glossary entries are links to the glossary page's entries.
 
-Screenshots of the learner home page and of notebook 01's page go to ``.browser-screenshots/``
+Screenshots of the learner home page and of notebook 01's page (learner, and instructor with its
+notes box and launch buttons) go to ``.browser-screenshots/``
 (git-ignored). As in test_jupyterlab.py, the tests skip without playwright or chromium unless
 RACELAB_REQUIRE_BROWSER=1 (.ci/run), and `pytest tests` skips them (`make test-browser` runs them).
 """
@@ -39,6 +40,7 @@ SOURCES = ["README.md", "docs", "notebooks", "scripts/lesson_site.py", "scripts/
 SCREENSHOTS = {
     "learner/index.html": "site-home",
     "learner/notebooks/01_get_then_incr.html": "site-01",
+    "instructor/notebooks/01_get_then_incr.html": "site-01-instructor",  # the notes box
 }
 NOT_PAGES = {"genindex.html", "search.html"}  # Sphinx's own pages: no lesson content
 
@@ -126,6 +128,9 @@ def test_both_views_have_every_notebook_and_the_glossary(pages: dict[str, dict[s
         for n in notebooks:
             text = pages[f"{view}/notebooks/{n}.html"]["text"]
             assert "launch it on Binder" in text and "make lab" in text, f"{n}: no launch line"
+            links = pages[f"{view}/notebooks/{n}.html"]["links"]
+            (download,) = [h for h in links if "_downloads/" in h and h.endswith(f"/{n}.ipynb")]
+            assert (SITE / view / "notebooks" / download).resolve().is_file(), download
     assert "Schedule" in pages["learner/index.html"]["text"]
 
 
@@ -137,6 +142,8 @@ def test_no_broken_internal_link(site: Path, pages: dict[str, dict[str, Any]]) -
             if found is None:
                 continue
             page, anchor = found
+            if not page.endswith(".html") and (site / page).is_file():
+                continue  # a download (the notebook's .ipynb), there on disk
             if page not in pages:
                 broken.append(f"{name}: {href} (no page {page})")
             elif anchor and anchor not in pages[page]["ids"]:
@@ -185,7 +192,7 @@ def test_solutions_only_in_the_instructor_view(pages: dict[str, dict[str, Any]])
     assert any(p["marked"] for n, p in pages.items() if n.startswith("instructor/notebooks/"))
 
 
-def test_two_screenshots_are_saved(pages: dict[str, dict[str, Any]]) -> None:
+def test_the_screenshots_are_saved(pages: dict[str, dict[str, Any]]) -> None:
     for shot in SCREENSHOTS.values():
         path = SHOTS / f"{shot}.png"
         assert path.exists() and path.stat().st_size > 10_000, f"no screenshot {path}"

@@ -1,0 +1,464 @@
+"""The actors' side of a run: each actor's thread or greenlet, parked before its next round trip.
+
+``helpers.instruments.schedule.ScheduleRun`` decides which actor goes next; this module is how
+the actor gets there. Each actor's client is gated (``Gate``): a round trip first checks who sends
+it (only the actor's own thread or greenlet may), then parks until the run grants that actor a
+step. With greenlets (the explorer's runner) a step is a switch of the calling thread, watched by
+``WATCHDOG`` so that an actor waiting for something other than Redis cannot hang the search;
+with threads (the stepper, forced schedules) it is two hand-offs under one condition.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+
+from helpers.backend.modes import Command, Mode, command_name
+from helpers.backend.scripts import script_name
+from helpers.errors import RaceLabError
+from helpers.instruments import blocking, logical_time
+from helpers.instruments.adopt import (
+    SPUN,
+    ActorContext,
+    ActorRefused,
+    Refusal,
+    SpinBound,
+    actor_running,
+    check_sender,
+    refuse_if_started,
+)
+from helpers.instruments.footprint import Footprint, KeyTable, Transactions
+
+try:  # runner="greenlet": a gated step is a switch, not two thread hand-offs
+    import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
+except ImportError:  # pragma: no cover - the lock has it; threads work without it
+    greenlet = None
+
+Actor = Callable[[Any], Any]
+UNFINISHED = "(unfinished)"
+CRASHED = "(crashed)"  # the result of an actor whose client crashed ("A!")
+STEP_TIMEOUT_S = 30.0  # an actor that does not reach its next round trip by then is stuck
+
+
+class ScheduleError(RaceLabError, ValueError):
+    """A schedule names an unknown or finished client, leaves clients unfinished, or an actor is stuck."""
+
+
+class Aborted(BaseException):
+    """Raised inside an actor at its next round trip when its run closes before it finished.
+
+    A BaseException, so that an actor's own ``except Exception`` cannot swallow it.
+    """
+
+
+def _word(text: str) -> str:
+    """Return text for a command line: quoted if empty or unprintable (a newline must not break the table).
+
+    Spaces are left as they are: labels such as "(clock)", "lease on", key read naturally.
+    """
+    return text if text and text.isprintable() else repr(text)
+
+
+def _text(x: Any) -> str:
+    return x.decode(errors="replace") if isinstance(x, bytes) else str(x)
+
+
+def _recovers_script(commands: Sequence[Command]) -> bool:
+    """Return True if a round trip is one command that loads or calls a script (NOSCRIPT's cure)."""
+    return len(commands) == 1 and command_name(commands[0]).split()[0] in (
+        "SCRIPT",
+        "EVAL",
+        "EVALSHA",
+    )
+
+
+def describe_round_trip(commands: Sequence[Command], short: Callable[[Any], str]) -> str:
+    """Return the commands of one round trip as text: 'GET k', or 'MULTI, INCR k, EXEC'."""
+    return ", ".join(_command_text(c, short) for c in commands)
+
+
+def _command_text(args: Command, short: Callable[[Any], str]) -> str:
+    words = [str(a) if isinstance(a, (int, float)) else short(a) for a in args]
+    if command_name(args) == "EVALSHA" and len(words) > 1:
+        name = script_name(words[1])
+        words[1] = f"sha1({name}.lua)" if name else words[1][:8] + "..."
+    elif (
+        command_name(args) == "EVAL" and len(words) > 1 and ("\n" in words[1] or len(words[1]) > 40)
+    ):
+        words[1] = f"<script of {len(words[1])} characters>"
+    return " ".join(_word(w) for w in words)
+
+
+class Gate(Mode):
+    """The gated mode of one actor's client: each round trip waits for the schedule to name it."""
+
+    name = "gated"
+
+    def __init__(self, actor: str) -> None:
+        super().__init__()
+        self.actor = actor
+        self.run: Actors | None = None  # None: commands pass (connecting, resetting)
+        self.open_state = False  # a WATCH or MULTI left open on the connection
+
+    def before_round_trip(self, commands: list[Command]) -> list[Command] | None:
+        """Refuse another thread's round trip (ActorRefused), count, park until the run grants
+        this actor a step (or raise Aborted); return what to send instead, if anything."""
+        run = self.run
+        if run is not None:
+            run.check_sender(self.actor, commands)
+        else:
+            refuse_if_started(lambda: describe_round_trip(commands, _text))
+        super().before_round_trip(commands)
+        if run is not None:
+            return run.park(self.actor, commands)
+        return None
+
+    def on_reply(self, command: Command, reply: Any) -> None:
+        """Count, note an open WATCH or MULTI, and keep the reply for the trace row of the step in progress."""
+        super().on_reply(command, reply)
+        name = command_name(command)
+        if name in ("WATCH", "MULTI"):
+            self.open_state = True
+        elif name in ("EXEC", "DISCARD", "UNWATCH"):
+            self.open_state = False
+        if self.run is not None:
+            self.run.reply(self.actor, reply)
+
+
+class _Watchdog:
+    """Interrupts the main thread when an actor greenlet runs STEP_TIMEOUT_S without parking.
+
+    A greenlet actor runs on the explorer's own thread, so one that waits for something other than
+    Redis (an Event, a lock, input()) would hang the whole search. While a switch into an actor is
+    under way, one daemon thread (for the whole process, polling a few times a second, so a step
+    costs it nothing) watches the clock; past the deadline it sends SIGINT to the main thread,
+    whose KeyboardInterrupt (raised in the actor, where it waits) the run turns into a
+    ScheduleError naming the actor. Where SIGINT is ignored (a background job), Python's handler
+    stands in while a switch is under way. Off the main thread nothing can be interrupted, so it
+    does not arm.
+    """
+
+    def __init__(self) -> None:
+        self.fired = False
+        self._since: float | None = None  # when the switch under way began
+        self._restore: Any = None  # SIGINT's disposition to put back at disarm (SIG_IGN, SIG_DFL)
+        self._thread: threading.Thread | None = None
+
+    def arm(self) -> bool:
+        """Start the clock for one switch; return False when it cannot watch (not the main thread)."""
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        handler = signal.getsignal(signal.SIGINT)
+        if handler is None:
+            return False  # a handler Python did not install: the interrupt is not ours to send
+        if not callable(handler):  # ignored or left to the OS (a background job): ours meanwhile
+            self._restore = handler
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        self._since = time.monotonic()
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._watch, daemon=True, name="racelab-watchdog"
+            )
+            self._thread.start()
+        return True
+
+    def disarm(self) -> None:
+        self._since = None
+        if self._restore is not None:
+            signal.signal(signal.SIGINT, self._restore)
+            self._restore = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(min(1.0, STEP_TIMEOUT_S / 4))
+            since = self._since
+            if since is not None and time.monotonic() - since > STEP_TIMEOUT_S:
+                self.fired, self._since = True, None
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
+
+
+WATCHDOG = _Watchdog()
+
+
+class ActorState:
+    """One actor's thread and where it stands."""
+
+    def __init__(
+        self, name: str, fn: Actor, client: Any, gate: Gate | None, footprint: Footprint
+    ) -> None:
+        self.name, self.fn, self.client, self.gate = name, fn, client, gate
+        self.thread: threading.Thread | None = None
+        self.glet: Any = None  # the greenlet it runs in (runner="greenlet")
+        self.footprint = footprint  # of its next step (a clock's is known; a client's when parked)
+        self.transactions = Transactions()  # its open WATCH and MULTI, for footprints
+        self.call: blocking.Call | None = None  # its next round trip, when that is a blocking call
+        self.instead: list[Command] | None = None  # what to send instead of its next round trip
+        self.parked = False
+        self.done = False
+        self.pending: list[Command] = []
+        self.replies: list[Any] = []
+        self.step_replies: list[Any] = []
+        self.result: Any = UNFINISHED
+        self.crash: BaseException | None = None
+        self.aborted = False
+        self.killed = False  # crashed: stopped at its next round trip, never to run again
+        self.round_trips = 0  # sent through the race's clients (its own and adopted ones)
+        self.recovering = False  # its last reply was NOSCRIPT: the load and retry are this step
+
+
+class Actors:
+    """The actors of one run: each in its thread or greenlet, parked before its next round trip.
+
+    ``Gate`` calls ``check_sender``, ``park`` and ``reply`` from the actor's side; the run calls
+    ``start``, ``resume``, ``kill`` and ``stop`` from the scheduler's side. With greenlets a step
+    is a switch of the calling thread; with threads, two hand-offs under one condition.
+    """
+
+    def __init__(
+        self,
+        lab: Any,
+        observer: Any,
+        node: tuple[str, int] | None,
+        loaded: set[tuple[str, str]],
+        clock: logical_time.LogicalClock,
+        greenlets: bool,
+        keys: KeyTable | None,
+        short: Callable[[Any], str],
+    ) -> None:
+        self.lab, self.observer, self.node, self.loaded = lab, observer, node, loaded
+        self.clock, self.short = clock, short
+        self.states: dict[str, ActorState] = {}
+        self.refused: list[ActorRefused] = []  # round trips from threads not an actor's own
+        self.new_global_state: list[tuple[str, str]] = []  # scripts/libraries first loaded now
+        self._keys = keys
+        self._greenlets = greenlets and greenlet is not None
+        self._hub = greenlet.getcurrent() if self._greenlets else None
+        self._cond = threading.Condition()
+        self._closing = False
+
+    # --- the actors' side (their own threads or greenlets) -------------------------------------
+
+    def start(self, state: ActorState) -> None:
+        assert state.gate is not None  # only gated actors are started
+        state.gate.run = self
+        if self._greenlets:
+            state.glet = greenlet.greenlet(self._body)
+            self.switch(state, state)  # runs the actor up to its first round trip
+            self.check_crash(state)
+            self._refuse_if_ungated(state)
+            return
+        state.thread = threading.Thread(
+            target=self._body, args=(state,), daemon=True, name=f"racelab-actor-{state.name}"
+        )
+        state.thread.start()
+        self.wait_until_parked(state)
+        self._refuse_if_ungated(state)
+
+    def check_sender(self, name: str, commands: list[Command]) -> None:
+        """Raise ActorRefused if this round trip of name's client comes from another thread."""
+        state = self.states.get(name)
+        if state is not None:
+            what = lambda: describe_round_trip(commands, self.short)  # noqa: E731 - asked on refusal
+            check_sender(name, state.thread, state.glet, self.refused, what)
+
+    def _refuse_if_ungated(self, state: ActorState) -> None:
+        """Raise ActorRefused if the actor ended without one round trip the race could see."""
+        if state.done and state.round_trips == 0 and state.result is not SPUN:
+            raise ActorRefused(
+                f"actor {state.name} finished without a single round trip through the race's "
+                f"clients (result {state.result!r}): whatever it did, the schedule could not see "
+                "it. Does it talk to a server through a client the race cannot adopt (a cluster "
+                "client, another library's connection)? An actor must act through Redis.",
+                reason=Refusal.NO_ROUND_TRIP,
+            )
+
+    def _body(self, state: ActorState) -> None:
+        gate, node = state.gate, self.node
+        context = ActorContext(
+            state.name,
+            lambda decode: self.lab.client(mode=gate, decode_responses=decode, node=node),
+            self.lab.release,
+            refused=self.refused,
+        )
+        try:
+            with actor_running(context), logical_time.reading(self.clock):
+                result: Any = state.fn(state.client)
+        except Aborted:
+            result = UNFINISHED
+        except SpinBound:
+            result = SPUN
+        except (redis.ConnectionError, redis.TimeoutError) as exc:
+            # The server did not answer (frozen, paused, gone): that is no outcome of the race,
+            # so it is raised by step() at once, never recorded as the actor's result.
+            result = UNFINISHED if state.aborted else exc
+            if not state.aborted:
+                state.crash = exc
+        except redis.RedisError as exc:  # a Redis error ends the actor: it is its result
+            result = UNFINISHED if state.aborted else exc
+        except BaseException as exc:  # noqa: BLE001 - a bug in the actor: raised by step()
+            result, state.crash = exc, exc
+        with self._cond:
+            state.result = result
+            state.step_replies, state.replies = state.replies, []
+            state.done = True
+            self._cond.notify_all()
+
+    def park(self, name: str, commands: list[Command]) -> list[Command] | None:
+        state = self.states[name]
+        state.round_trips += 1
+        if state.recovering and _recovers_script(commands):
+            # NOSCRIPT, then SCRIPT LOAD (or EVAL) and the retried call: one step, the one that
+            # met the cold cache, so a replay with a cold cache has the steps of a warm one
+            state.recovering = command_name(commands[0]).startswith("SCRIPT")
+            self._note_global_state(commands)
+            return None
+        state.recovering = False
+        state.call = blocking.call_of(commands)
+        if state.call is not None:  # made now: XREAD's "$" is the stream's last id now
+            state.call = blocking.resolved(self.observer, state.call)
+            if state.call.command != tuple(commands[0]):
+                state.instead = [state.call.command]
+        self._park_until_granted(name, commands)
+        instead, state.instead, state.call = state.instead, None, None
+        return instead
+
+    def _park_until_granted(self, name: str, commands: list[Command]) -> None:
+        state = self.states[name]
+        self._note_global_state(commands)
+        if self._keys is not None:
+            state.footprint = state.transactions.footprint(self._keys, commands)
+        if self._greenlets:
+            state.step_replies, state.replies = state.replies, []
+            state.pending = commands
+            state.parked = True
+            if not (self._closing or state.killed):
+                assert self._hub is not None  # set whenever greenlets run
+                self._hub.switch()  # back to the scheduler, until it grants this actor a step
+            if self._closing or state.killed:
+                self._abort(state, commands)
+            return
+        with self._cond:
+            state.step_replies, state.replies = state.replies, []
+            state.pending = commands
+            state.parked = True
+            self._cond.notify_all()
+            while state.parked and not (self._closing or state.killed):
+                self._cond.wait()
+            if self._closing or state.killed:
+                self._abort(state, commands)
+
+    def _abort(self, state: ActorState, commands: list[Command]) -> None:
+        """Stop an actor at the round trip it is about to send: its run is closing."""
+        state.parked = False
+        if state.aborted:  # cleanup code on the way out (a pipeline's UNWATCH): the
+            # connection is about to be closed anyway, which redis-py handles quietly
+            raise redis.ConnectionError(f"the schedule ended: {state.name} is stopped")
+        state.aborted = True
+        raise Aborted(f"the schedule ended before {state.name} sent {commands}")
+
+    def _note_global_state(self, commands: list[Command]) -> None:
+        """Record a script or Function library loaded for the first time (server-global state)."""
+        for args in commands:
+            if args and " " in _text(args[0]):  # redis-py sends "SCRIPT LOAD" as one argument
+                args = (*_text(args[0]).split(), *args[1:])
+            name = command_name(args)
+            if name in ("EVAL", "EVAL_RO") and len(args) > 1:
+                loaded = ("script", _text(args[1]))
+            elif (
+                name in ("SCRIPT", "FUNCTION")
+                and len(args) > 2
+                and _text(args[1]).upper() == "LOAD"
+            ):
+                loaded = (name.lower(), _text(args[-1]))
+            else:
+                continue
+            if loaded not in self.loaded:
+                self.loaded.add(loaded)
+                self.new_global_state.append(loaded)
+
+    def reply(self, name: str, reply: Any) -> None:
+        state = self.states[name]
+        state.replies.append(reply)
+        if isinstance(reply, redis.exceptions.NoScriptError):
+            state.recovering = True  # redis-py's NoScriptError: its load and retry ride along
+
+    def check_crash(self, state: ActorState) -> None:
+        if state.crash is not None:
+            raise state.crash
+        if self.refused:  # a thread other than an actor's own sent a round trip: refused there
+            raise self.refused[0]
+
+    def switch(self, state: ActorState, *args: Any) -> None:
+        """Switch into the actor's greenlet until it parks or ends; ScheduleError if it hangs."""
+        armed = WATCHDOG.arm()
+        try:
+            state.glet.switch(*args)
+        except KeyboardInterrupt:
+            if not WATCHDOG.fired:
+                raise  # the learner pressed stop
+            state.crash = None
+        finally:
+            if armed:
+                WATCHDOG.disarm()
+        if WATCHDOG.fired:
+            WATCHDOG.fired = False
+            if isinstance(state.crash, KeyboardInterrupt):
+                state.crash = None
+            raise ScheduleError(
+                f"actor {state.name} did not reach its next round trip within "
+                f"{STEP_TIMEOUT_S:g} s: it waits for something other than Redis (an Event, a "
+                "lock, a queue, input()); an actor may only wait on its client's replies"
+            )
+
+    def wait_until_parked(self, state: ActorState) -> None:
+        with self._cond:
+            ok = self._cond.wait_for(lambda: state.parked or state.done, STEP_TIMEOUT_S)
+        if not ok:
+            raise ScheduleError(
+                f"actor {state.name} did not reach its next round trip within "
+                f"{STEP_TIMEOUT_S:g} s (is it waiting for something else?)"
+            )
+        self.check_crash(state)
+
+    # --- the scheduler's side -------------------------------------------------------------------
+
+    def resume(self, state: ActorState) -> None:
+        """Let a parked actor send its round trip and run until it parks again (or ends)."""
+        if self._greenlets:
+            state.parked = False
+            self.switch(state)  # the actor sends, reads the reply, runs to its next one
+            self.check_crash(state)
+            return
+        with self._cond:
+            state.parked = False
+            self._cond.notify_all()
+        self.wait_until_parked(state)
+
+    def kill(self, state: ActorState) -> None:
+        """Stop a parked actor for good (a crash): it never sends its round trip."""
+        state.killed = True
+        if self._greenlets:
+            self.switch(state)  # its park sees it killed and stops it
+        else:
+            with self._cond:
+                self._cond.notify_all()
+                stopped = self._cond.wait_for(lambda: state.done, STEP_TIMEOUT_S)
+            if not stopped:
+                raise ScheduleError(f"actor {state.name} did not stop within {STEP_TIMEOUT_S:g} s")
+        self.check_crash(state)
+
+    def stop(self) -> None:
+        """Stop every unfinished actor at its next round trip and join its thread."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        for state in self.states.values():
+            if state.glet is not None and not state.glet.dead:
+                self.switch(state)  # its park sees the run closing and stops it
+            if state.thread is not None:
+                state.thread.join(STEP_TIMEOUT_S)
