@@ -14,7 +14,7 @@ INSTALL := $(if $(UV),$(UV) pip install --quiet --python $(PY),$(PY) -m pip inst
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv learner lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference timing workshop-sim notebooks sync-notebooks record handouts site clean
+.PHONY: help venv learner lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference timing workshop-sim fuzz-explorer notebooks sync-notebooks record handouts site clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -114,6 +114,12 @@ bench-reference: $(STAMP) ## Refresh only the reference figures notebooks plot (
 N ?= 10
 workshop-sim: $(STAMP) ## Not for CI at N=10: N learners (N=10) run 00-03 at once on one shared real Redis, each as their own user
 	$(PY) scripts/workshop_sim.py --learners $(N)
+
+# N races (default 2000: N above is workshop-sim's, so a makefile default of N is not used here),
+# SEED=... repeats a run (default: a new seed, printed).
+FUZZ_RACES := $(if $(filter file,$(origin N)),2000,$(N))
+fuzz-explorer: $(STAMP) ## Reduced search against every schedule on N=2000 generated races (SEED=... to repeat); 1 on a disagreement
+	$(PY) -m helpers.tools.fuzz_explorer --races $(FUZZ_RACES) $(if $(SEED),--seed $(SEED))
 
 timing: $(STAMP) ## Print how long each notebook takes a learner (scripts/timing.py: the method, required cells)
 	$(PY) scripts/timing.py
