@@ -118,7 +118,9 @@ class Search:
             node.child_sleep = frozenset(  # A's fault and A's step never commute: program order
                 r
                 for r in asleep
-                if fault_steps.actor_of(r) != actor and not node.nexts[r].conflicts(mine)
+                if r in node.nexts  # a fault no longer offered (the bound is spent) wakes up
+                and fault_steps.actor_of(r) != actor
+                and not node.nexts[r].conflicts(mine)
             )
         node.chosen = name
         node.tried.append(name)

@@ -365,6 +365,13 @@ def reply_of_round_trip(commands: Sequence[Command], replies: Sequence[Any]) -> 
     return list(replies)
 
 
+def _next_text(state: ActorState, short: Callable[[Any], str]) -> str:
+    """Return what an actor sends next: its round trip, or a clock's label."""
+    if isinstance(state.fn, Clock):
+        return state.fn.describe(short)
+    return describe_round_trip(state.pending, short)
+
+
 class ScheduleRun:
     """One run: reset keys, start every actor, then round trips granted one at a time by the caller.
 
@@ -483,35 +490,22 @@ class ScheduleRun:
 
     def waiting_on(self) -> dict[str, str]:
         """Return {actor: the round trip it will send next} for every unfinished actor."""
-        return {
-            n: (
-                s.fn.describe(self.short)
-                if isinstance(s.fn, Clock)
-                else describe_round_trip(s.pending, self.short)
-            )
-            for n, s in self.actors.items()
-            if not s.done
-        }
+        return {n: _next_text(s, self.short) for n, s in self.actors.items() if not s.done}
 
     # --- steps ----------------------------------------------------------------------------------
 
     def step(self, name: str) -> TraceRow:
         """Let actor name send its next round trip and run up to the one after; return the trace row."""
-        state = self._runnable(name)
-        if state.gate is None:  # a Clock: its whole function is this one step
-            command = state.fn.describe(self.short)  # type: ignore[attr-defined]
-        else:
-            command = describe_round_trip(state.pending, self.short)
-            if state.call is not None and name in self.waiting:
-                command += " (times out: nothing else can run)"
+        state, command = self._runnable(name), self.waiting_on()[name]
+        if state.call is not None and name in self.waiting:
+            command += " (times out: nothing else can run)"
         return self.add_row(name, command, format_value(self.advance(name), self.short))
 
     def advance(self, name: str) -> Any:
         """Run actor name's next step as step() does, without a trace row; return its reply."""
         state = self._runnable(name)
-        if state.call is not None and name in self.waiting:
-            self._time_out(state)
-        self.record(name, state.footprint)
+        late = state.call is not None and name in self.waiting  # the step is its call's timeout
+        self.record(name, self._time_out(state) if late else state.footprint)
         if state.gate is None:
             state.result = state.fn(self.observer)  # a Clock ticks with the observer
             state.done = True
@@ -520,14 +514,18 @@ class ScheduleRun:
         self._actors.resume(state)
         return reply_of_round_trip(pending, state.step_replies)
 
-    def _time_out(self, state: ActorState) -> None:
-        """Let a waiting call run as its timeout, or raise ScheduleError while others can run."""
+    def _time_out(self, state: ActorState) -> Footprint:
+        """Let a waiting call time out (ScheduleError while others can run); return EVERYTHING.
+
+        A timeout comes only once nothing else can run, so it is ordered against every step.
+        """
         call = state.call
         assert call is not None
         if state.name not in self.runnable:
+            forever = call.timeout_s <= 0
             why = (
                 "it blocks forever (timeout 0) and"
-                if call.timeout_s <= 0
+                if forever
                 else "another client can still run, and"
             )
             raise ScheduleError(
@@ -535,6 +533,7 @@ class ScheduleRun:
                 f"{why} nothing it waits for is there yet; name another client first"
             )
         state.instead = [call.timed_out()]
+        return EVERYTHING
 
     def client(self, name: str, doing: str) -> ActorState:
         """Return client name's state for a fault; ScheduleError if unknown, finished or a clock."""
