@@ -53,9 +53,11 @@ MAX_RESTARTS times). The suite's own scripts are loaded before the first replay.
 
 from __future__ import annotations
 
+import gc
 import textwrap
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -86,6 +88,7 @@ from helpers.instruments.spec import ExploreOptions, RaceDefinitionError, RaceSp
 
 RUNNER = "greenlet"  # replays run actors as greenlets: a step is a switch (see ScheduleRun)
 MAX_RESTARTS = 10  # searches restarted because an actor loaded a new script (see _search)
+COLLECT_EVERY = 256  # replays between two garbage collections (see _collect_between_replays)
 ESTIMATE_AFTER = 200  # a reduced search estimates its size after this many replays (and 2x, 4x...)
 Invariant = Callable[[Any, dict[str, Any]], bool]
 
@@ -412,6 +415,7 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
     clients = [n for n, fn in actors.items() if not isinstance(fn, Clock)]
     budget_s = options.budget_s
     with (
+        _collect_between_replays(),
         fault_steps.ServerFaults(lab, kinds if bound else ()) as server,
         Connections(lab, actors, [*(spec.reset or ()), *spec.watch]) as connections,
         progress("exploring schedules", unit="replays"),
@@ -511,6 +515,24 @@ class _RunReplay:
         return self.run.next_footprints() if self.run.blocked else {}
 
 
+@contextmanager
+def _collect_between_replays() -> Iterator[None]:
+    """Hold cyclic garbage collection during a search; ``_search`` collects between replays.
+
+    A redis-py Pipeline that an actor left WATCHing when a replay stopped it sends UNWATCH from
+    ``__del__``. A collection that ran inside a fakeredis command (its server lock held, e.g.
+    the DEL that resets the keys) would wait on that lock forever: the fuzzer hung twice so.
+    """
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+        gc.collect()
+
+
 def _search(
     spec: RaceSpec,
     options: ExploreOptions,
@@ -533,6 +555,8 @@ def _search(
     pruned = 0
     while True:
         replays = len(outcomes) + pruned
+        if replays and replays % COLLECT_EVERY == 0:
+            gc.collect()  # between two replays: no server call is under way
         if deadline is not None and outcomes and time.monotonic() > deadline:
             search.stopped = True
             return outcomes, pruned
