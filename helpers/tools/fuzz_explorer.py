@@ -31,6 +31,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from helpers.backend.lab import Lab, connect
+from helpers.errors import RaceLabError
 from helpers.instruments.explore import NoVerdict, count_interleavings
 from helpers.instruments.progress import progress
 from helpers.instruments.scenario import Race
@@ -434,7 +435,7 @@ def disagreements(race: Race, options: dict[str, Any], examples: int = 5) -> lis
     return found
 
 
-class Disagreement(AssertionError):
+class Disagreement(RaceLabError, AssertionError):
     """The reduced search answered differently from the exhaustive one on a generated race."""
 
 
