@@ -119,7 +119,7 @@ workshop-sim: $(STAMP) ## Not for CI at N=10: N learners (N=10) run 00-03 at onc
 # SEED=... repeats a run (default: a new seed, printed).
 FUZZ_RACES := $(if $(filter file,$(origin N)),2000,$(N))
 fuzz-explorer: $(STAMP) ## Reduced search against every schedule on N=2000 generated races (SEED=... to repeat); 1 on a disagreement
-	$(PY) -m helpers.tools.fuzz_explorer --races $(FUZZ_RACES) $(if $(SEED),--seed $(SEED))
+	$(PY) tests/fuzz_explorer.py --races $(FUZZ_RACES) $(if $(SEED),--seed $(SEED))
 
 timing: $(STAMP) ## Print how long each notebook takes a learner (scripts/timing.py: the method, required cells)
 	$(PY) scripts/timing.py

@@ -4,16 +4,17 @@ Each was found by the explorer fuzzer (tests/test_fuzz_explorer.py, ``make fuzz-
 by a notebook, then cut down by hand to the smallest race that still disagrees. Each test asserts
 that ``race.explore()`` (one schedule per class, counted back) gives exactly what
 ``race.explore(reduce=False)`` gives: the totals, the breaking schedules, and every schedule's
-verdict and result text (``helpers.tools.fuzz_explorer.disagreements``).
+verdict and result text (``tests/fuzz_explorer.py``: ``disagreements``).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from fuzz_explorer import disagreements
+
 from cases import lock_race
 from helpers import Invariant, Lab, Race
-from helpers.tools.fuzz_explorer import disagreements
 
 
 def _agree(race: Race, **options: Any) -> None:

@@ -1,6 +1,6 @@
 """The reduced search (DPOR, the explorer's default) answers exactly as every schedule does.
 
-Generated races (helpers.tools.fuzz_explorer): 200 on the embedded backend, 20 on a real Redis
+Generated races (tests/fuzz_explorer.py): 200 on the embedded backend, 20 on a real Redis
 (``RACELAB_FUZZ_RACES`` sets the first), with a fixed seed, so CI runs the same races each time.
 A disagreement fails with the shrunk race printed as runnable Python; make it a named test in
 tests/test_explorer_regressions.py. ``make fuzz-explorer`` runs 2,000 with a seed of your choice.
@@ -14,14 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from helpers import Lab
-from helpers.instruments.classes import each_order, orders_in_class
-from helpers.instruments.explore import normal_form
-from helpers.instruments.footprint import Footprint
-from helpers.tools.fuzz_explorer import (
+from fuzz_explorer import (
     CALLS,
     Program,
     Step,
@@ -29,6 +22,13 @@ from helpers.tools.fuzz_explorer import (
     disagreements,
     fuzz,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from helpers import Lab
+from helpers.instruments.classes import each_order, orders_in_class
+from helpers.instruments.explore import normal_form
+from helpers.instruments.footprint import Footprint
 
 SEED = 20261206
 RACES = {"embedded": int(os.environ.get("RACELAB_FUZZ_RACES", "200")), "real": 20}

@@ -12,7 +12,7 @@ from that text, so a disagreement prints exactly what ran, runnable as it stands
 ``race.explore(reduce=False, **options)`` and lists every difference: the totals, the breaking
 schedules, and each schedule's verdict and result text.
 
-``python -m helpers.tools.fuzz_explorer --races 2000 --seed 7`` (``make fuzz-explorer``) checks
+``python tests/fuzz_explorer.py --races 2000 --seed 7`` (``make fuzz-explorer``) checks
 that many races on the embedded backend and exits 1 with the shrunk race on a disagreement.
 """
 
