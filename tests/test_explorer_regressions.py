@@ -126,3 +126,26 @@ def test_a_pause_whose_leases_depend_on_who_wrote_last(lab: Lab) -> None:
         "C=(True)"
     )
     _agree(race, faults=("pause",))
+
+
+def test_a_write_that_takes_a_pausing_actor_s_lease_away(lab: Lab) -> None:
+    # make fuzz-explorer, seed 20261206, race 849: C's SET k1 PX is a lease, and A's SET k1
+    # takes it away, so A's write *disables* C~. Runs that put A first never offered C~, so
+    # the search never saw A race with it and missed B C C C~ A C and its class (50 of 62).
+    k0, k1 = lab.key("k0"), lab.key("k1")
+
+    def a(client: Any) -> tuple[Any, ...]:
+        return (client.set(k1, "1"),)
+
+    def b(client: Any) -> tuple[Any, ...]:
+        return (client.get(k0),)
+
+    def c(client: Any) -> tuple[Any, ...]:
+        return client.set(k1, "1", px=100_000), client.get(k0), client.get(k0)
+
+    expired = Invariant(
+        "k1 kept", "k1 is set at the end", lambda client, results: bool(client.exists(k1))
+    )
+    race = Race(lab, {"A": a, "B": b, "C": c}, watch=[k0, k1], invariant=expired)
+    assert race.explore(reduce=False, faults=("pause",)).total == 62
+    _agree(race, faults=("pause",))

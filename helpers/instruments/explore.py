@@ -498,10 +498,11 @@ class _RunReplay:
         return runnable + self.faults.options(self.run) if runnable else []
 
     def nexts(self, options: list[str]) -> dict[str, Footprint]:
-        """Return what each actor's next round trip, and each fault option, would touch."""
-        run = self.run
+        """Return what each actor's next round trip, and each fault step pending, would touch."""
+        run, faults = self.run, self.faults
+        pending = fault_steps.pending(run, faults.kinds, faults.bound) if faults.bound else []
         return run.next_footprints() | {
-            n: fault_steps.footprint(run, n) for n in options if n not in run.actors
+            n: fault_steps.footprint(run, n) for n in [*options, *pending] if n not in run.actors
         }
 
     def step(self, name: str) -> Footprint:

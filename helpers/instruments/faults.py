@@ -76,6 +76,10 @@ class Fault:
         """Return the steps of this kind the run may take next."""
         return self.steps(run.clients)
 
+    def possible(self, run: Any) -> list[str]:
+        """Return the steps of this kind that may run now or become possible later in the run."""
+        return self.offered(run)
+
     def footprint(self, run: Any, step: str) -> Footprint:
         """Return what the step touches."""
         return EVERYTHING
@@ -112,6 +116,11 @@ class Pause(Fault):
     def offered(self, run: Any) -> list[str]:
         """Return a pause for each client that holds a lease now (else it would change nothing)."""
         return [n + self.mark for n in run.clients if leases(run, n)]
+
+    def possible(self, run: Any) -> list[str]:
+        """Return a pause for each client that has written a key: another actor's write can
+        take its lease away (or a TTL give it one), so the search must see it as pending."""
+        return [n + self.mark for n in run.clients if written(run, n)]
 
     def footprint(self, run: Any, step: str) -> Footprint:
         """Return every key the actor has written: which of them it still holds is up to others.
@@ -244,6 +253,23 @@ def options(run: Any, names: Sequence[str], bound: int, server: bool = True) -> 
         for kind in kinds_named(names)
         if server or not kind.needs_server
         for step in kind.offered(run)
+    ]
+
+
+def pending(run: Any, names: Sequence[str], bound: int, server: bool = True) -> list[str]:
+    """Return the fault steps that may run now or later (those whose chance another step decides).
+
+    A step that disables or enables a fault races with it like any conflicting step: the search
+    sees these as pending steps, offered or not (a pause not offered because another actor's
+    write took its actor's lease, say), so that it tries the orders in which the fault runs.
+    """
+    if sum(kind_of(n) is not None for n in run.names) >= bound:
+        return []
+    return [
+        step
+        for kind in kinds_named(names)
+        if server or not kind.needs_server
+        for step in kind.possible(run)
     ]
 
 
