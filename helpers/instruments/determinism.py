@@ -23,14 +23,11 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from helpers.instruments import faults
-from helpers.instruments.blocking import BLOCKED
 from helpers.instruments.dpor import NotDeterministic
 from helpers.instruments.schedule import (
-    CRASHED,
     Connections,
     ScheduleError,
     ScheduleRun,
-    format_value,
     schedule_names,
 )
 from helpers.instruments.spec import RaceSpec
@@ -89,17 +86,8 @@ class Replayer:
                         run.advance(name)
                 if run.runnable:
                     raise ScheduleError(f"{', '.join(run.runnable)} had steps left at its end")
-                results, blocked = dict(run.results), run.blocked
-                ok = spec.invariant(run.observer, dict(results))
-                texts = {
-                    n: format_value(results[n], run.short)
-                    if n in results
-                    else BLOCKED
-                    if n in blocked
-                    else CRASHED
-                    for n in spec.actors
-                }
-                return Ending(bool(ok), texts)
+                ok = spec.invariant(run.observer, dict(run.results))
+                return Ending(bool(ok), run.result_texts())
             finally:
                 if self.server is not None:
                     self.server.end()

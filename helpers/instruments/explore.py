@@ -65,7 +65,6 @@ from helpers.errors import RaceLabError
 from helpers.instruments import dpor
 from helpers.instruments import faults as fault_steps
 from helpers.instruments.adopt import SPUN
-from helpers.instruments.blocking import BLOCKED
 from helpers.instruments.classes import each_order, orders_in_class
 from helpers.instruments.determinism import Replayer, check_replays
 from helpers.instruments.dpor import NotDeterministic, TooManySchedules
@@ -79,7 +78,6 @@ from helpers.instruments.schedule import (
     Connections,
     ScheduleRun,
     Trace,
-    format_value,
     run_schedule,
     schedule_names,
     schedule_text,
@@ -548,7 +546,7 @@ def _search(
     state no reset restores) ends the search: it restarts with that script loaded, so that every
     replay it keeps sees the same server.
     """
-    actors, invariant = spec.actors, spec.invariant
+    invariant = spec.invariant
     max_schedules, max_steps = options.max_schedules, options.max_steps
     footprints = search.reduce or options.classes or "pause" in faults.kinds
     assert invariant is not None  # explore_spec refuses a race without one
@@ -601,16 +599,7 @@ def _search(
                 ok = invariant(run.observer, dict(run.results))
                 if not isinstance(ok, bool):
                     raise TypeError(f"invariant must return a bool, got {ok!r}")
-                results = dict(run.results)
-                blocked = run.blocked
-                texts = {
-                    n: format_value(results[n], run.short)
-                    if n in results
-                    else BLOCKED
-                    if n in blocked
-                    else CRASHED
-                    for n in actors
-                }
+                results, texts = dict(run.results), run.result_texts()
                 text = "  ".join(f"{n}={t}" for n, t in texts.items())
                 outcomes.append(
                     Outcome(

@@ -32,7 +32,7 @@ restart or failover touches everything.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import redis
@@ -246,14 +246,7 @@ def expire(client: Any, keys: Sequence[str]) -> list[str]:
 
 def options(run: Any, names: Sequence[str], bound: int, server: bool = True) -> list[str]:
     """Return the fault steps a schedule may take next (none once it holds bound faults)."""
-    if sum(kind_of(n) is not None for n in run.names) >= bound:
-        return []
-    return [
-        step
-        for kind in kinds_named(names)
-        if server or not kind.needs_server
-        for step in kind.offered(run)
-    ]
+    return _steps(run, names, bound, server, lambda kind: kind.offered(run))
 
 
 def pending(run: Any, names: Sequence[str], bound: int, server: bool = True) -> list[str]:
@@ -263,13 +256,24 @@ def pending(run: Any, names: Sequence[str], bound: int, server: bool = True) -> 
     sees these as pending steps, offered or not (a pause not offered because another actor's
     write took its actor's lease, say), so that it tries the orders in which the fault runs.
     """
+    return _steps(run, names, bound, server, lambda kind: kind.possible(run))
+
+
+def _steps(
+    run: Any,
+    names: Sequence[str],
+    bound: int,
+    server: bool,
+    which: Callable[[Fault], list[str]],
+) -> list[str]:
+    """Return which(kind) for each kind named, or none once the run holds bound faults."""
     if sum(kind_of(n) is not None for n in run.names) >= bound:
         return []
     return [
         step
         for kind in kinds_named(names)
         if server or not kind.needs_server
-        for step in kind.possible(run)
+        for step in which(kind)
     ]
 
 

@@ -571,10 +571,10 @@ class ScheduleRun:
             )
         return state
 
-    def trace(self) -> Trace:
-        """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
+    def result_texts(self) -> dict[str, str]:
+        """Return each actor's result as shown: its value, or crashed, blocked or unfinished."""
         blocked = self.blocked
-        text = {
+        return {
             n: CRASHED
             if s.killed
             else format_value(s.result, self.short)
@@ -584,12 +584,15 @@ class ScheduleRun:
             else UNFINISHED
             for n, s in self.actors.items()
         }
+
+    def trace(self) -> Trace:
+        """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
         return Trace(
             schedule_text(self.names),
             list(self.rows),
             self.results,
             self.initial_state,
-            text,
+            self.result_texts(),
             {n: s.fn for n, s in self.actors.items()},
         )
 
