@@ -20,7 +20,8 @@ repository, so the notebooks' and docs' relative links work unchanged:
 - a figure shows as its ``<img alt=...>`` twin (helpers.instruments.plots): MyST-NB prefers
   text/html to image/png, and reads no alt text from an output's metadata;
 - ``docs/setup.md`` (per-platform setup), ``docs/glossary.md``, ``docs/security.md`` (a shared
-  Redis) and the cheat sheet (``docs/cheatsheet.md``, when there is one);
+  Redis), ``docs/divergences.md`` (where the embedded backend and Redis differ, which lessons
+  link) and the cheat sheet (``docs/cheatsheet.md``, when there is one);
 - ``docs/workshop.md`` (the learner view stops before its "Instructor notes" section);
 - instructor view only: ``docs/notes/NN.md``, and each notebook's notes as a marked box
   (an admonition of class ``handout-notes``) right after its title; solutions are shown, marked
@@ -229,7 +230,7 @@ def home_page(readme: str, workshop: str, view: str) -> str:
         "](#", "](docs/workshop.md#"
     )
     pages = [f"notebooks/{p.stem}" for p in sorted(handouts.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))]
-    docs = ["docs/setup", "docs/glossary", "docs/security"] + (
+    docs = ["docs/setup", "docs/glossary", "docs/security", "docs/divergences"] + (
         ["docs/cheatsheet"] if (REPO / "docs/cheatsheet.md").exists() else []
     )
     docs.append("docs/workshop")
@@ -279,7 +280,7 @@ def write_sources(view: str, root: Path) -> Path:
     for path in sorted(handouts.NOTEBOOKS.glob("[0-9][0-9]_*.ipynb")):
         nbformat.write(view_notebook(path, view, binder), src / "notebooks" / path.name)
         shutil.copy(path, src / DOWNLOADS / path.name)
-    for doc in ("setup.md", "glossary.md", "security.md", "cheatsheet.md"):
+    for doc in ("setup.md", "glossary.md", "security.md", "divergences.md", "cheatsheet.md"):
         if (REPO / "docs" / doc).exists():
             shutil.copy(REPO / "docs" / doc, src / "docs" / doc)
     if view == "instructor":
