@@ -149,3 +149,17 @@ def test_a_write_that_takes_a_pausing_actor_s_lease_away(lab: Lab) -> None:
     race = Race(lab, {"A": a, "B": b, "C": c}, watch=[k0, k1], invariant=expired)
     assert race.explore(reduce=False, faults=("pause",)).total == 62
     _agree(race, faults=("pause",))
+
+
+def test_two_waiting_actors_and_a_crash(lab: Lab) -> None:
+    # make fuzz-explorer, seed 20261206, race 850: both BLPOP an empty list, so each step is a
+    # timeout, which conflicts with everything; the footprint the search saw before the step was
+    # the list's, so after A! it put B's timeout to sleep and lost A! B and B! A (4 of 6).
+    k0 = lab.key("k0")
+
+    def waiter(client: Any) -> tuple[Any, ...]:
+        return (client.blpop([k0], timeout=1),)
+
+    race = Race(lab, {"A": waiter, "B": waiter}, watch=[k0], invariant=_reply_of("A", 0, None))
+    assert race.explore(reduce=False, faults=("crash",)).total == 6
+    _agree(race, faults=("crash",))

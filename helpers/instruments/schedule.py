@@ -441,8 +441,13 @@ class ScheduleRun:
         return read_state(self.observer, self.watch, self.short) if self.observe else ""
 
     def next_footprints(self) -> dict[str, Footprint]:
-        """Return {actor: what its next step reads and writes} for every unfinished actor."""
-        return {n: s.footprint for n, s in self.actors.items() if not s.done}
+        """Return {actor: what its next step touches} (a timeout, if it ran now: everything)."""
+        late = set(self.waiting) & set(self.runnable)
+        return {
+            n: EVERYTHING if n in late else s.footprint
+            for n, s in self.actors.items()
+            if not s.done
+        }
 
     @property
     def unfinished(self) -> list[str]:
