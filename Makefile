@@ -6,11 +6,17 @@ LEARNER_LOCK  := requirements-learner.lock
 LOCK          := requirements.lock
 LEARNER_STAMP := $(VENV)/.installed-learner
 STAMP         := $(VENV)/.installed
-# uv when it is on PATH (seconds), pip otherwise; both install exactly the lock's pins. Neither
-# compiles bytecode at install time (uv never does; pip's --no-compile saves about a third of its
-# install): Python compiles each module the first time it is imported.
-UV := $(shell command -v uv 2>/dev/null)
-INSTALL := $(if $(UV),$(UV) pip install --quiet --python $(PY),$(PY) -m pip install --quiet --disable-pip-version-check --no-compile)
+# The installer: uv when it is on PATH; otherwise pip puts uv (one wheel, the version
+# requirements.lock pins) into the new venv and uv installs the rest, several times faster than pip
+# (benchmarks/first_start.py). INSTALLER=pip keeps to pip alone. Both install exactly the lock's
+# pins. Neither compiles bytecode at install time (uv never does; pip's --no-compile saves about a
+# third of its install): Python compiles each module the first time it is imported.
+UV        := $(shell command -v uv 2>/dev/null)
+INSTALLER ?= $(if $(UV),uv,uv-in-venv)
+UV_PIN    := $(shell grep -o '^uv==[^ ]*' $(LOCK))
+PIP_INSTALL := $(PY) -m pip install --quiet --disable-pip-version-check --no-compile
+UV_INSTALL  := $(or $(UV),$(VENV)/bin/uv) pip install --quiet --python $(PY)
+INSTALL     := $(if $(filter pip,$(INSTALLER)),$(PIP_INSTALL),$(UV_INSTALL))
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
@@ -28,8 +34,10 @@ help: ## Show this help
 # suite itself without letting the installer move a pin. No test tool, no browser driver. The lock
 # is complete (make lock resolves it whole), so --no-deps skips a second resolution (pip: -11% CPU).
 $(LEARNER_STAMP): pyproject.toml $(LEARNER_LOCK)
-	@echo "venv 1/3: $(if $(wildcard $(PY)),using,creating) $(VENV) ($(if $(UV),uv,pip) installs)"
+	@echo "venv 1/3: $(if $(wildcard $(PY)),using,creating) $(VENV) ($(INSTALLER) installs)"
 	@test -x $(PY) || $(if $(UV),$(UV) venv --quiet --seed --python $(PYTHON) $(VENV),$(PYTHON) -m venv $(VENV))
+	@$(if $(filter uv-in-venv,$(INSTALLER)),test -x $(VENV)/bin/uv || $(PIP_INSTALL) $(UV_PIN) \
+	  || { echo "venv: pip could not install $(UV_PIN) here; make lab INSTALLER=pip uses pip alone" >&2; exit 1; },:)
 	@echo "venv 2/3: the notebooks' pinned packages: those of the $$(grep -c '^[a-zA-Z0-9]' $(LEARNER_LOCK)) pins of $(LEARNER_LOCK) that apply to this system"
 	@$(INSTALL) --no-deps -r $(LEARNER_LOCK)
 	@echo "venv 3/3: the suite itself (editable: helpers, races, exercises)"
