@@ -81,7 +81,9 @@ def first_start(installer: str, workdir: Path) -> float:
     try:
         while not answers(port):
             if lab.poll() is not None:
-                raise RuntimeError(f"make lab ({installer}) exited {lab.returncode}: see {log.name}")
+                raise RuntimeError(
+                    f"make lab ({installer}) exited {lab.returncode}: see {log.name}"
+                )
             if time.perf_counter() - started > ANSWER_LIMIT_S:
                 raise TimeoutError(f"make lab ({installer}) did not answer in {ANSWER_LIMIT_S} s")
             time.sleep(0.1)
