@@ -27,6 +27,7 @@ help: ## Show this help
 	@echo
 	@echo "Variables (set on the command line, e.g. RACELAB_BACKEND=real make lab):"
 	@echo "  LAB_ARGS=...              extra arguments for jupyter lab, e.g. LAB_ARGS='--port 8899 --no-browser'"
+	@echo "  INSTALLER=pip             install with pip alone (default: uv, put into .venv by pip if not on PATH)"
 	@echo "  REDIS_URL=redis://h:p/0   use your own Redis (a server the suite does not own; never flushed)"
 	@echo "  RACELAB_BACKEND=NAME      embedded (default: fakeredis), real or cluster (throwaway servers; make redis first)"
 
