@@ -38,7 +38,9 @@ fi
 
 # pytest exits 5 when it collected no test: that must not pass as success.
 run() {
+    local began=$SECONDS
     echo; echo "==> $*"; "$@"; local rc=$?
+    echo "==> took $((SECONDS - began)) s: $*"
     if [ $rc -eq 5 ]; then echo "run-tests: no tests ran in: $*" >&2; fi
     [ $rc -eq 0 ] || status=1
 }
@@ -54,18 +56,44 @@ else
     echo "run-tests: no real Redis >= 8.4 found: real-server tests will be skipped (make redis builds one)."
 fi
 
-run $PY -m pytest tests
+# The notebook passes run two at a time (each runs one kernel at a time, so about one core):
+# each writes its own log, shown whole when it ends, so their outputs do not interleave.
+LOGS=build/test-logs
+mkdir -p "$LOGS"
+declare -A pid_of=() began_at=()
+running=()
+finish() {
+    local name=$1 rc
+    wait "${pid_of[$name]}"; rc=$?
+    echo; echo "==> [$name] ended with status $rc after $((SECONDS - began_at[$name])) s (beside another); its output ($LOGS/$name.log):"
+    cat "$LOGS/$name.log"
+    if [ $rc -eq 5 ]; then echo "run-tests: no tests ran in: $name" >&2; fi
+    [ $rc -eq 0 ] || status=1
+}
+start() {  # start NAME COMMAND...: run it in the background; with two running, first wait for the older
+    local name=$1; shift
+    if [ ${#running[@]} -ge 2 ]; then finish "${running[0]}"; running=("${running[@]:1}"); fi
+    echo; echo "==> [$name] started: $*"
+    "$@" >"$LOGS/$name.log" 2>&1 &
+    pid_of[$name]=$!
+    began_at[$name]=$SECONDS
+    running+=("$name")
+}
+
+# RACELAB_SKIP_PASSED (set by .ci/run) names the tests that passed in the leg without a Redis
+# binary and would run identically here: they are not run twice (tests/run_once.py).
+run $PY -m pytest tests ${RACELAB_SKIP_PASSED:+--skip-passed "$RACELAB_SKIP_PASSED"}
 # What a learner sees: every notebook through Run All in JupyterLab in chromium (skips, saying
 # why, without playwright or chromium; RACELAB_REQUIRE_BROWSER=1 makes that a failure).
 run env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest tests/browser
-run env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest "${NBVAL[@]}" notebooks
+start embedded env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest "${NBVAL[@]}" notebooks
 if [ $have_real = 1 ]; then
     if [ -n "${REDIS_URL:-}" ]; then
-        run $PY -m pytest "${NBVAL[@]}" notebooks
+        start real $PY -m pytest "${NBVAL[@]}" notebooks
     else
-        run $PY -m helpers run --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
+        start real $PY -m helpers run --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
         # The multi-node story: the same notebooks, unchanged, on a 3-node cluster of real servers.
-        run $PY -m helpers run --cluster --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
+        start cluster $PY -m helpers run --cluster --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
     fi
 fi
 # The backend matrix: the notebooks as a learner with only Redis 7.0, or only Valkey, runs them
@@ -78,10 +106,12 @@ if [ "${RACELAB_MATRIX:-}" = 1 ]; then
             status=1
             continue
         fi
-        run $PY -m helpers run --binary "$binary" --shared -- \
+        start "$(basename "$binary")-$(basename "$(dirname "$(dirname "$binary")")")" \
+            $PY -m helpers run --binary "$binary" --shared -- \
             $PY -m pytest --nbval-lax --nbval-cell-timeout=120 notebooks
     done
 fi
+for name in "${running[@]}"; do finish "$name"; done
 echo
 if [ $status -eq 0 ]; then echo "run-tests: all passed"; else echo "run-tests: FAILED" >&2; fi
 exit $status

@@ -14,12 +14,21 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from run_once import add_options, configure
 
 from helpers import Lab, connect
 from helpers.backend.server import RedisClusterServer, RedisServer, ServerNotFound, find_binary
 from helpers.tools import foreign
 
 REQUIRE_REAL = os.environ.get("RACELAB_REQUIRE_REAL") == "1"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)  # --record-passed / --skip-passed: CI's two legs (tests/run_once.py)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    configure(config)
 
 
 def _no_real(reason: str) -> None:

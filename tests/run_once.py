@@ -1,0 +1,137 @@
+"""Run once what CI's two legs would run identically (`.ci/run`: the newcomer's leg, then make test).
+
+CI first runs every test on a machine with no Redis binary (``RACELAB_REDIS_SERVER=none``), then
+builds Redis and runs ``make test``. A test that passed in the first leg without consulting what
+differs between the legs would run the same code again in the second. So the first leg, given
+``--record-passed FILE``, writes the ids of the tests that passed and, from setup to teardown:
+
+* never looked for a Redis binary (``helpers.backend.server.find_binary``, wherever imported);
+* started no process (``subprocess``, ``os.fork``, ``multiprocessing``): a child may look for
+  one, or read the legs' other differences from its environment;
+* and live in a file that names no ``.redis`` path or CI variable (read without a lookup).
+
+The second leg, given ``--skip-passed FILE`` (``RACELAB_SKIP_PASSED`` in scripts/run-tests.sh),
+deselects exactly those and says how many. Without either option nothing changes.
+"""
+
+from __future__ import annotations
+
+import multiprocessing.process
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from functools import wraps
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers.backend import server
+
+# A test file whose text names one of these reads a difference between the legs directly.
+LEG_WORDS = re.compile(
+    r"\.redis\b|LOCAL_BIN|RACELAB_MATRIX|RACELAB_REQUIRE_REAL|RACELAB_REDIS_SERVER"
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Add --record-passed and --skip-passed."""
+    group = parser.getgroup("run once", "CI's two legs (tests/run_once.py)")
+    group.addoption("--record-passed", metavar="FILE", help="write the leg-independent passes")
+    group.addoption("--skip-passed", metavar="FILE", help="deselect the tests FILE lists")
+
+
+class Recorder:
+    """Notes, per test, whether it looked for a binary or started a process; keeps clean passes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.touched = self.call_passed = self.phase_failed = False
+        self.passed: list[str] = []
+        self._wrap_everywhere()
+
+    def _witness(self, function: Callable[..., Any]) -> Callable[..., Any]:
+        @wraps(function)
+        def witnessed(*args: Any, **kwargs: Any) -> Any:
+            self.touched = True
+            return function(*args, **kwargs)
+
+        return witnessed
+
+    def _wrap_everywhere(self) -> None:
+        """Wrap find_binary in every module holding it, and every way to start a process."""
+        original = server.find_binary
+        wrapped = self._witness(original)
+        for module in list(sys.modules.values()):
+            if getattr(module, "find_binary", None) is original:
+                module.find_binary = wrapped  # type: ignore[attr-defined]
+        subprocess.Popen._execute_child = self._witness(subprocess.Popen._execute_child)  # type: ignore[attr-defined]
+        os.fork = self._witness(os.fork)
+        start = multiprocessing.process.BaseProcess.start
+        multiprocessing.process.BaseProcess.start = self._witness(start)  # type: ignore[method-assign]
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
+        self.touched = self.call_passed = self.phase_failed = False
+        yield
+        text = Path(str(item.fspath)).read_text(encoding="utf-8")
+        clean = self.call_passed and not self.phase_failed and not self.touched
+        if clean and not LEG_WORDS.search(text):
+            self.passed.append(item.nodeid)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when == "call":
+            self.call_passed = report.passed
+        elif not report.passed:
+            self.phase_failed = True
+
+    def pytest_sessionfinish(self) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.write_text("".join(f"{nodeid}\n" for nodeid in self.passed), encoding="utf-8")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        terminalreporter.write_line(
+            f"run once: {len(self.passed)} passes recorded in {self.path} "
+            "(no binary looked for, no process started): make test with "
+            f"RACELAB_SKIP_PASSED={self.path} does not run them again"
+        )
+
+
+class Skipper:
+    """Deselects the tests a recorded file lists."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.ids = set(path.read_text(encoding="utf-8").split())
+        self.count = 0
+
+    def pytest_collection_modifyitems(
+        self, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
+        keep = [item for item in items if item.nodeid not in self.ids]
+        gone = [item for item in items if item.nodeid in self.ids]
+        self.count = len(gone)
+        if gone:
+            config.hook.pytest_deselected(items=gone)
+            items[:] = keep
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        terminalreporter.write_line(
+            f"run once: {self.count} tests not run again: they passed in the leg without a Redis "
+            f"binary without looking for one or starting a process ({self.path})"
+        )
+
+
+def configure(config: pytest.Config) -> None:
+    """Register the recorder or the skipper when their option is given."""
+    record, skip = config.getoption("--record-passed"), config.getoption("--skip-passed")
+    if record and skip:
+        raise pytest.UsageError("--record-passed and --skip-passed are two legs: give one")
+    if record:
+        config.pluginmanager.register(Recorder(Path(record)), "run-once-recorder")
+    elif skip:
+        if not Path(skip).is_file():
+            raise pytest.UsageError(f"--skip-passed {skip}: no such file (record it first)")
+        config.pluginmanager.register(Skipper(Path(skip)), "run-once-skipper")

@@ -1,0 +1,93 @@
+"""CI's two legs run once what they would run identically (tests/run_once.py).
+
+Each test runs pytest on a small generated test file, in a child process, as .ci/run's legs do.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+CONFTEST = """
+from run_once import add_options, configure
+
+def pytest_addoption(parser):
+    add_options(parser)
+
+def pytest_configure(config):
+    configure(config)
+"""
+
+TESTS = """
+import subprocess, sys
+import pytest
+from helpers.backend.server import ServerNotFound, find_binary
+
+def test_plain():
+    assert 1 + 1 == 2
+
+def test_looks_for_a_binary():
+    try:
+        find_binary()
+    except ServerNotFound:
+        pass
+
+def test_starts_a_process():
+    subprocess.run([sys.executable, "-c", "pass"], check=True)
+
+def test_fails():
+    assert False
+
+def test_skips():
+    pytest.skip("not here")
+"""
+
+
+def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run pytest on folder's tests with args; return the finished process."""
+    env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=folder,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+
+
+def make_tests(tmp_path: Path) -> Path:
+    """Write the generated conftest and test files; return their folder."""
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_generated.py").write_text(TESTS)
+    # A file that names a difference between the legs: its passes are run again, always.
+    (tmp_path / "test_legs.py").write_text(
+        'LOOKS = "RACELAB_REDIS_SERVER"\n\ndef test_a():\n    pass\n'
+    )
+    return tmp_path
+
+
+def test_the_first_leg_records_clean_passes_and_the_second_runs_everything_else(
+    tmp_path: Path,
+) -> None:
+    folder = make_tests(tmp_path)
+    record = tmp_path / "passed.txt"
+    first = pytest_in(folder, "--record-passed", str(record))
+    assert first.returncode == 1, first.stdout  # test_fails
+    assert record.read_text().split() == ["test_generated.py::test_plain"]
+    assert "run once: 1 passes recorded" in first.stdout
+    second = pytest_in(folder, "--skip-passed", str(record), "-rA")
+    assert "1 deselected" in second.stdout
+    summary = second.stdout.split("short test summary")[1]
+    assert "PASSED test_generated.py::test_looks_for_a_binary" in summary
+    assert "PASSED test_legs.py::test_a" in summary
+    assert "test_generated.py::test_plain" not in summary
+
+
+def test_a_missing_record_is_a_usage_error_not_a_full_run(tmp_path: Path) -> None:
+    folder = make_tests(tmp_path)
+    done = pytest_in(folder, "--skip-passed", str(tmp_path / "missing.txt"))
+    assert done.returncode == 4 and "no such file (record it first)" in done.stderr
