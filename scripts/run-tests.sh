@@ -56,8 +56,8 @@ else
     echo "run-tests: no real Redis >= 8.4 found: real-server tests will be skipped (make redis builds one)."
 fi
 
-# The notebook passes run two at a time (each runs one kernel at a time, so about one core):
-# each writes its own log, shown whole when it ends, so their outputs do not interleave.
+# The browser tests and the notebook passes run two at a time (each runs one kernel at a time, so
+# about one core): each writes its own log, shown whole when it ends, so outputs do not interleave.
 LOGS=build/test-logs
 mkdir -p "$LOGS"
 declare -A pid_of=() began_at=()
@@ -84,8 +84,9 @@ start() {  # start NAME COMMAND...: run it in the background; with two running, 
 # binary and would run identically here: they are not run twice (tests/run_once.py).
 run $PY -m pytest tests ${RACELAB_SKIP_PASSED:+--skip-passed "$RACELAB_SKIP_PASSED"}
 # What a learner sees: every notebook through Run All in JupyterLab in chromium (skips, saying
-# why, without playwright or chromium; RACELAB_REQUIRE_BROWSER=1 makes that a failure).
-run env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest tests/browser
+# why, without playwright or chromium; RACELAB_REQUIRE_BROWSER=1 makes that a failure). It runs
+# beside the first notebook pass.
+start browser env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest tests/browser
 start embedded env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest "${NBVAL[@]}" notebooks
 if [ $have_real = 1 ]; then
     if [ -n "${REDIS_URL:-}" ]; then
