@@ -41,7 +41,7 @@ from typing import Any
 import redis
 
 from exercises.predict import predict, reveal
-from helpers.backend.lab import Lab, connect
+from helpers.backend.lab import Lab, ServerUnavailable, connect
 from helpers.errors import RaceLabError
 from helpers.instruments.load import ConnectionLost
 
@@ -180,7 +180,10 @@ def _server_answers(lab: Lab) -> BaseException | None:
 
 
 def _fault_verdict(name: str, exc: BaseException) -> Verdict:
-    text = " ".join(str(exc).split())[:200]
+    text = " ".join(str(exc).split())
+    if isinstance(exc, ServerUnavailable):  # its advice is the verdict's own, said below
+        text = text.partition("; ")[0]
+    text = text[:200]
     message = (
         f"the server did not answer ({type(exc).__name__}: {text}): not your answer; "
         "run the cell again once the server is back (lab.describe() says where it is)"

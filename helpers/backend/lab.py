@@ -30,7 +30,13 @@ from redis.retry import Retry
 
 from helpers.backend import embedded
 from helpers.backend.capabilities import Capabilities, probe_capabilities
-from helpers.backend.connection import NoReply, new_pool, pool_factory
+from helpers.backend.connection import (
+    NoReply,
+    ServerUnavailable,
+    new_pool,
+    pool_factory,
+    unavailable,
+)
 from helpers.backend.guard import GuardedRedis, GuardedRedisCluster
 from helpers.backend.identity import ServerIdentity, server_identity
 from helpers.backend.modes import Mode, Wiring, check_rtt_ms, make_modes
@@ -70,10 +76,6 @@ REPLY_TIMEOUT_S = 5.0  # to wait for one reply; a blocking command needs a longe
 # client's mode counts it). A retry would hide a server restart from a run, and would reopen the
 # connections a run closes to stop its clients.
 RECONNECT_RETRIES = 0
-
-
-class ServerUnavailable(RaceLabError, redis.ConnectionError):
-    """connect() could not use the server: it refused the connection or did not answer in time."""
 
 
 class ServerRefused(RaceLabError, redis.ResponseError):
@@ -142,8 +144,10 @@ def _is_cluster(url: str) -> bool:
                         f"the Redis server at {redacted(url)} refused this user: {exc}"
                     ) from exc
                 return False
+    except ServerUnavailable:
+        raise
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise ServerUnavailable(f"cannot use the Redis server at {redacted(url)}: {exc}") from exc
+        raise unavailable(redacted(url), exc) from exc
 
 
 @dataclass
@@ -377,11 +381,12 @@ def connect(
         )
         if heartbeat_wanted(lab):  # an abandoned run can be swept (helpers.backend.runs)
             lab._heartbeat = Heartbeat(lab._own_client(), ns).start()  # None if refused (OOM)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except ServerUnavailable:
         lab.close()  # a server this call started must not outlive the failure
-        raise ServerUnavailable(
-            f"cannot use the Redis server at {redacted(lab.url or '')}: {exc}"
-        ) from exc
+        raise
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        lab.close()
+        raise unavailable(redacted(lab.url or ""), exc) from exc
     except redis.exceptions.NoPermissionError as exc:
         lab.close()
         raise ServerRefused(
