@@ -50,6 +50,7 @@ from helpers.backend.redispy import (
 from helpers.backend.runs import LEASE_VARIABLE, Heartbeat
 from helpers.backend.scripts import load_script
 from helpers.backend.server import RedisClusterServer, RedisServer, is_owned_url
+from helpers.backend.setupcell import setup_done, setup_failed
 from helpers.backend.urls import MalformedURL, redacted, url_options
 from helpers.errors import RaceLabError
 
@@ -340,8 +341,23 @@ def connect(
     """Return a Lab for the selected backend (see module docstring for the order).
 
     ``owned`` says whether the server at ``url`` may take destructive commands; by default
-    only a server this process started (helpers.backend.server) counts as owned.
+    only a server this process started (helpers.backend.server) counts as owned. In IPython, a
+    kernel's first connect() that fails stops each later cell with one sentence
+    (``helpers.backend.setupcell``).
     """
+    try:
+        lab = _open(notebook, backend, url, run_id, owned)
+    except Exception as exc:
+        setup_failed(exc)
+        raise
+    setup_done()
+    return lab
+
+
+def _open(
+    notebook: str, backend: str | None, url: str | None, run_id: str | None, owned: bool | None
+) -> Lab:
+    """Return a Lab as connect() says (connect's body, apart from the notebook's setup cell)."""
     quiet_experimental_warnings()
     url = url if url is not None else (os.environ.get("REDIS_URL") if backend is None else None)
     if url is not None and not url.strip():
