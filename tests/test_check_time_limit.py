@@ -99,3 +99,25 @@ def test_the_limit_cannot_be_swallowed_and_leaves_no_timer() -> None:
 
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
     assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
+
+
+def test_an_actor_spinning_outside_redis_is_named_and_stopped(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from helpers import run_schedule
+    from helpers.instruments import actors
+    from helpers.instruments.actors import ScheduleError
+
+    monkeypatch.setattr(actors, "STEP_TIMEOUT_S", 0.5)
+
+    def spins(client: Any) -> None:
+        client.ping()
+        while True:  # no round trip, no sleep: only an interruption ends it
+            pass
+
+    started = time.monotonic()
+    with pytest.raises(ScheduleError, match="actor A did not reach its next round trip"):
+        run_schedule(lab, {"A": spins}, "AA")
+    assert time.monotonic() - started < 3.0
+    time.sleep(0.2)
+    assert not [t for t in threading.enumerate() if t.name == "racelab-actor-A"]

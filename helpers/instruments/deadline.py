@@ -31,11 +31,11 @@ class TimeLimitReached(BaseException):
     """Raised in code that ran past its time limit (a BaseException: except Exception misses it)."""
 
 
-def _raise_in(thread: threading.Thread) -> None:
-    """Raise TimeLimitReached in thread at its next Python instruction."""
-    if thread.ident is not None:
+def raise_in(thread: threading.Thread, error: type[BaseException] = TimeLimitReached) -> None:
+    """Raise error (a class) in thread at its next Python instruction (after a C call returns)."""
+    if thread.ident is not None and thread.is_alive():
         ctypes.pythonapi.PyThreadState_SetAsyncExc(
-            ctypes.c_ulong(thread.ident), ctypes.py_object(TimeLimitReached)
+            ctypes.c_ulong(thread.ident), ctypes.py_object(error)
         )
 
 
@@ -66,7 +66,7 @@ def time_limit(seconds: float) -> Iterator[None]:
         if fired[0] >= MAX_SIGNALS:  # never an endless alarm, whatever happens to the block
             signal.setitimer(signal.ITIMER_REAL, 0)
         for thread in _started_since(before):
-            _raise_in(thread)
+            raise_in(thread)
         raise TimeLimitReached(f"ran past its limit of {seconds:g} s")
 
     previous = signal.signal(signal.SIGALRM, expired)
