@@ -20,7 +20,7 @@ INSTALL     := $(if $(filter pip,$(INSTALLER)),$(PIP_INSTALL),$(UV_INSTALL))
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv learner lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference timing workshop-sim fuzz-explorer notebooks sync-notebooks record handouts site clean
+.PHONY: help venv learner lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference timing workshop-sim learner-commands fuzz-explorer notebooks sync-notebooks record handouts site clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -123,6 +123,9 @@ bench-reference: $(STAMP) ## Refresh only the reference figures notebooks plot (
 N ?= 10
 workshop-sim: $(STAMP) ## Not for CI at N=10: N learners (N=10) run 00-03 at once on one shared real Redis, each as their own user
 	$(PY) scripts/workshop_sim.py --learners $(N)
+
+learner-commands: $(STAMP) ## Record the commands notebooks 00-03 send as a learner into helpers/tools/learner_commands.txt (CHECK=1 compares)
+	$(PY) scripts/learner_commands.py $(if $(CHECK),--check)
 
 # N races (default 2000: N above is workshop-sim's, so a makefile default of N is not used here),
 # SEED=... repeats a run (default: a new seed, printed).

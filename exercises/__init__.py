@@ -41,11 +41,13 @@ from typing import Any
 import redis
 
 from exercises.predict import predict, reveal
-from helpers.backend.lab import Lab, connect
+from helpers.backend.lab import Lab, ServerUnavailable, connect
 from helpers.errors import RaceLabError
+from helpers.instruments.deadline import TimeLimitReached, time_limit
 from helpers.instruments.load import ConnectionLost
 
-UNANSWERED, WRONG, CORRECT, FAULT = "unanswered", "wrong", "correct", "fault"
+UNANSWERED, WRONG, CORRECT, FAULT, SLOW = "unanswered", "wrong", "correct", "fault", "slow"
+TIME_LIMIT_S = 10.0  # a check stops the learner's code that runs longer: too slow, not wrong
 # Error replies that mean "the server cannot serve now", whatever the command was.
 _FAULT_REPLIES = ("BUSY ", "LOADING ", "OOM ", "MASTERDOWN ", "TRYAGAIN ", "CLUSTERDOWN ")
 _FAULT_CLASSES = (
@@ -108,6 +110,7 @@ class Verdict:
             UNANSWERED: "✗ not answered yet",
             WRONG: "✗ not right yet",
             FAULT: "✗ no verdict",
+            SLOW: "✗ too slow",
         }
         return f"{self.name}: {marks[self.status]}: {self.message}"
 
@@ -180,7 +183,10 @@ def _server_answers(lab: Lab) -> BaseException | None:
 
 
 def _fault_verdict(name: str, exc: BaseException) -> Verdict:
-    text = " ".join(str(exc).split())[:200]
+    text = " ".join(str(exc).split())
+    if isinstance(exc, ServerUnavailable):  # its advice is the verdict's own, said below
+        text = text.partition("; ")[0]
+    text = text[:200]
     message = (
         f"the server did not answer ({type(exc).__name__}: {text}): not your answer; "
         "run the cell again once the server is back (lab.describe() says where it is)"
@@ -235,6 +241,25 @@ def check(lab: Lab, name: str, answer: Any) -> Verdict:
     ex = EXERCISES[name]
     lab = checking_lab(lab)
     try:
+        with time_limit(TIME_LIMIT_S):
+            return _judge(lab, ex, answer)
+    except TimeLimitReached:
+        return _slow_verdict(ex)
+
+
+def _slow_verdict(ex: Exercise) -> Verdict:
+    """Return the verdict on an answer stopped at the time limit: too slow, not wrong."""
+    message = (
+        f"your `{ex.answer}` ran past {TIME_LIMIT_S:g} s and was stopped: that is too slow, not "
+        "wrong (does it sleep, wait for something, or loop without end?)"
+    )
+    return Verdict(ex.name, SLOW, message, [message])
+
+
+def _judge(lab: Lab, ex: Exercise, answer: Any) -> Verdict:
+    """Return the verdict of ex's check on answer (check() without its time limit)."""
+    name = ex.name
+    try:
         if has_placeholder(answer):  # inside the try: an answer that contains itself is wrong
             return Verdict(name, UNANSWERED, ex.hint or f"replace the ... in `{ex.answer}`")
         why = ex.check(lab, answer)
@@ -276,6 +301,8 @@ __all__ = [
     "CORRECT",
     "EXERCISES",
     "FAULT",
+    "SLOW",
+    "TIME_LIMIT_S",
     "UNANSWERED",
     "WRONG",
     "Exercise",

@@ -53,8 +53,8 @@ def test_a_stopped_server_is_no_verdict(throwaway: tuple[RedisServer, Lab]) -> N
     server, lab = throwaway
     assert check(lab, "00.aabb", 12)  # the server answers: the right answer is right
     server.stop()
-    assert_fault(check(lab, "00.aabb", 12), "ConnectionError")
-    assert_fault(check(lab, "00.aabb", 11), "ConnectionError")  # nor is a wrong one "wrong"
+    assert_fault(check(lab, "00.aabb", 12), "ServerUnavailable")
+    assert_fault(check(lab, "00.aabb", 11), "ServerUnavailable")  # nor is a wrong one "wrong"
 
 
 @needs_server

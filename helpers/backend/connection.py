@@ -43,11 +43,41 @@ from helpers.backend.guard import (
     server_of,
 )
 from helpers.backend.modes import Command, Wiring
+from helpers.backend.urls import redacted
 from helpers.errors import RaceLabError
+
+# What a learner does about a server that refused or dropped the connection.
+WHAT_TO_DO = (
+    "is the server running? start it again (or fix REDIS_URL; make doctor checks it), "
+    "then run the cell again"
+)
+# redis-py's words for a connection the server closed, or a socket that failed under it.
+_DROPPED = ("Connection closed by server.", "max number of clients reached", "Error ")
 
 
 class NoReply(RaceLabError, redis.TimeoutError):
     """The server sent no reply within the client's timeout: it is stopped, paused or overloaded."""
+
+
+class ServerUnavailable(RaceLabError, redis.ConnectionError):
+    """The server refused or dropped the connection (or connect() could not use it): one line."""
+
+    def _render_traceback_(self) -> list[str]:
+        """Return the one line IPython shows instead of a traceback."""
+        return [f"{type(self).__name__}: {self}"]
+
+
+def unavailable(where: str, exc: BaseException) -> ServerUnavailable:
+    """Return the suite's one-line ServerUnavailable for the server at where (a redacted URL)."""
+    text = " ".join(str(exc).split()).rstrip(".")
+    return ServerUnavailable(f"cannot use the Redis server at {where}: {text}; {WHAT_TO_DO}")
+
+
+def dropped(exc: BaseException) -> bool:
+    """Return True if exc is redis-py's plain error for a refused, reset or closed connection."""
+    if type(exc) is not redis.ConnectionError:  # not AuthenticationError, BusyLoadingError, ours
+        return False
+    return isinstance(exc.__context__, OSError) or str(exc).startswith(_DROPPED)
 
 
 if TYPE_CHECKING:
@@ -102,13 +132,30 @@ class LabConnection(_Transport):
             self.wiring.mode.on_reconnect()
 
     def connect_check_health(self, *args: Any, **kwargs: Any) -> None:
-        """Connect; a timeout is NoReply naming the server."""
+        """Connect; a timeout is NoReply, a refused connection ServerUnavailable, naming the server."""
         try:
             super().connect_check_health(*args, **kwargs)
         except NoReply:
             raise
         except redis.TimeoutError as exc:
             raise self._no_reply(exc, self.socket_connect_timeout, "while connecting") from exc
+        except redis.ConnectionError as exc:
+            if dropped(exc):
+                raise unavailable(self.where(), exc) from exc
+            raise
+
+    def where(self) -> str:
+        """Return the server this connection talks to, as a URL without its password."""
+        o = self.options
+        if isinstance(self, EmbeddedConnection):
+            return "the embedded backend (fakeredis in this process)"
+        user = o.get("username") or ""
+        auth = f"{user}:***@" if o.get("password") else (f"{user}@" if user else "")
+        if o.get("path"):
+            return redacted(f"unix://{auth}{o['path']}")
+        scheme = "rediss" if isinstance(self, redis.SSLConnection) else "redis"
+        host, port = o.get("host", "localhost"), o.get("port", 6379)
+        return redacted(f"{scheme}://{auth}{host}:{port}/{o.get('db', 0)}")
 
     def disconnect(self, *args: Any, **kwargs: Any) -> None:
         """Close the socket; replies still awaited will never come."""
@@ -194,7 +241,14 @@ class LabConnection(_Transport):
                 if self.wiring.rtt_s > 0:
                     mode.delay(self.wiring.rtt_s)
                 self._awaiting.extend(commands)
-        super().send_packed_command(command, check_health)
+        try:
+            super().send_packed_command(command, check_health)
+        except ServerUnavailable:
+            raise
+        except redis.ConnectionError as exc:
+            if dropped(exc):
+                raise unavailable(self.where(), exc) from exc
+            raise
 
     # -- 4. replies ------------------------------------------------------------------------------
 
@@ -209,6 +263,10 @@ class LabConnection(_Transport):
             raise
         except redis.TimeoutError as exc:
             raise self._no_reply(exc, self.socket_timeout, "to a command") from exc
+        except redis.ConnectionError as exc:
+            if dropped(exc):
+                raise unavailable(self.where(), exc) from exc
+            raise
         self._answered(reply)
         return reply
 

@@ -30,7 +30,13 @@ from redis.retry import Retry
 
 from helpers.backend import embedded
 from helpers.backend.capabilities import Capabilities, probe_capabilities
-from helpers.backend.connection import NoReply, new_pool, pool_factory
+from helpers.backend.connection import (
+    NoReply,
+    ServerUnavailable,
+    new_pool,
+    pool_factory,
+    unavailable,
+)
 from helpers.backend.guard import GuardedRedis, GuardedRedisCluster
 from helpers.backend.identity import ServerIdentity, server_identity
 from helpers.backend.modes import Mode, Wiring, check_rtt_ms, make_modes
@@ -44,6 +50,7 @@ from helpers.backend.redispy import (
 from helpers.backend.runs import LEASE_VARIABLE, Heartbeat
 from helpers.backend.scripts import load_script
 from helpers.backend.server import RedisClusterServer, RedisServer, is_owned_url
+from helpers.backend.setupcell import setup_done, setup_failed
 from helpers.backend.urls import MalformedURL, redacted, url_options
 from helpers.errors import RaceLabError
 
@@ -70,10 +77,6 @@ REPLY_TIMEOUT_S = 5.0  # to wait for one reply; a blocking command needs a longe
 # client's mode counts it). A retry would hide a server restart from a run, and would reopen the
 # connections a run closes to stop its clients.
 RECONNECT_RETRIES = 0
-
-
-class ServerUnavailable(RaceLabError, redis.ConnectionError):
-    """connect() could not use the server: it refused the connection or did not answer in time."""
 
 
 class ServerRefused(RaceLabError, redis.ResponseError):
@@ -142,8 +145,10 @@ def _is_cluster(url: str) -> bool:
                         f"the Redis server at {redacted(url)} refused this user: {exc}"
                     ) from exc
                 return False
+    except ServerUnavailable:
+        raise
     except (redis.ConnectionError, redis.TimeoutError) as exc:
-        raise ServerUnavailable(f"cannot use the Redis server at {redacted(url)}: {exc}") from exc
+        raise unavailable(redacted(url), exc) from exc
 
 
 @dataclass
@@ -336,8 +341,23 @@ def connect(
     """Return a Lab for the selected backend (see module docstring for the order).
 
     ``owned`` says whether the server at ``url`` may take destructive commands; by default
-    only a server this process started (helpers.backend.server) counts as owned.
+    only a server this process started (helpers.backend.server) counts as owned. In IPython, a
+    kernel's first connect() that fails stops each later cell with one sentence
+    (``helpers.backend.setupcell``).
     """
+    try:
+        lab = _open(notebook, backend, url, run_id, owned)
+    except Exception as exc:
+        setup_failed(exc)
+        raise
+    setup_done()
+    return lab
+
+
+def _open(
+    notebook: str, backend: str | None, url: str | None, run_id: str | None, owned: bool | None
+) -> Lab:
+    """Return a Lab as connect() says (connect's body, apart from the notebook's setup cell)."""
     quiet_experimental_warnings()
     url = url if url is not None else (os.environ.get("REDIS_URL") if backend is None else None)
     if url is not None and not url.strip():
@@ -377,11 +397,12 @@ def connect(
         )
         if heartbeat_wanted(lab):  # an abandoned run can be swept (helpers.backend.runs)
             lab._heartbeat = Heartbeat(lab._own_client(), ns).start()  # None if refused (OOM)
-    except (redis.ConnectionError, redis.TimeoutError) as exc:
+    except ServerUnavailable:
         lab.close()  # a server this call started must not outlive the failure
-        raise ServerUnavailable(
-            f"cannot use the Redis server at {redacted(lab.url or '')}: {exc}"
-        ) from exc
+        raise
+    except (redis.ConnectionError, redis.TimeoutError) as exc:
+        lab.close()
+        raise unavailable(redacted(lab.url or ""), exc) from exc
     except redis.exceptions.NoPermissionError as exc:
         lab.close()
         raise ServerRefused(

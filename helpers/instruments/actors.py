@@ -32,6 +32,7 @@ from helpers.instruments.adopt import (
     check_sender,
     refuse_if_started,
 )
+from helpers.instruments.deadline import raise_in
 from helpers.instruments.footprint import Footprint, KeyTable, Transactions
 
 try:  # runner="greenlet": a gated step is a switch, not two thread hand-offs
@@ -43,6 +44,7 @@ Actor = Callable[[Any], Any]
 UNFINISHED = "(unfinished)"
 CRASHED = "(crashed)"  # the result of an actor whose client crashed ("A!")
 STEP_TIMEOUT_S = 30.0  # an actor that does not reach its next round trip by then is stuck
+STOP_WAIT_S = 1.0  # an actor thread not ended this long after its run closed is interrupted
 
 
 class ScheduleError(RaceLabError, ValueError):
@@ -461,4 +463,7 @@ class Actors:
             if state.glet is not None and not state.glet.dead:
                 self.switch(state)  # its park sees the run closing and stops it
             if state.thread is not None:
-                state.thread.join(STEP_TIMEOUT_S)
+                state.thread.join(min(STOP_WAIT_S, STEP_TIMEOUT_S))
+                if state.thread.is_alive():  # stuck outside Redis (spinning, waiting): stopped
+                    raise_in(state.thread, Aborted)
+                    state.thread.join(STEP_TIMEOUT_S)
