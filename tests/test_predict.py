@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,7 @@ from exercises.predict import (
     PREDICTIONS,
     Choice,
     PredictionError,
+    display_order,
     predict,
     prediction,
     reveal,
@@ -37,40 +39,57 @@ def two_clients():
         "test.two_clients",
         "A and B each GET then INCR. How many are admitted?",
         {
-            "a": Choice("1", "check-at-write", "INCR checks nothing."),
-            "b": Choice("2"),
-            "c": Choice("0", "conflict-detection", "Redis does not detect conflicting clients."),
+            "one": Choice("1: one INCR", "check-at-write", "INCR checks nothing."),
+            "two": Choice("2: two INCRs"),
+            "zero": Choice(
+                "0: no INCR", "conflict-detection", "Redis does not detect conflicting clients."
+            ),
         },
-        outcome=lambda admitted: {1: "a", 2: "b", 0: "c"}[admitted],
+        outcome=lambda admitted: {1: "one", 2: "two", 0: "zero"}[admitted],
     )
     yield p
     PREDICTIONS.pop(p.name, None)
     CHOSEN.pop(p.name, None)
 
 
+def letter(p, text: str) -> str:
+    """Return the letter under which prediction p shows the choice whose text starts with text."""
+    return next(k for k, c in p.choices.items() if c.text.startswith(text))
+
+
+def test_the_choices_are_shown_in_the_order_of_a_shuffle_seeded_by_the_name(two_clients) -> None:
+    order = display_order("test.two_clients", ["one", "two", "zero"])
+    assert sorted(order) == ["one", "two", "zero"]
+    assert order == display_order("test.two_clients", ["one", "two", "zero"])  # fixed
+    texts = {"one": "1: one INCR", "two": "2: two INCRs", "zero": "0: no INCR"}
+    assert [c.text for c in two_clients.choices.values()] == [texts[i] for i in order]
+    assert list(two_clients.choices) == ["a", "b", "c"]
+
+
 def test_the_text_shows_the_question_and_every_choice(two_clients) -> None:
     text = repr(predict("test.two_clients"))
+    shown = [f"  ({k}) {c.text}" for k, c in two_clients.choices.items()]
     assert text.splitlines()[:4] == [
         "Predict (test.two_clients): A and B each GET then INCR. How many are admitted?",
-        "  (a) 1",
-        "  (b) 2",
-        "  (c) 0",
+        *shown,
     ]
     bundle = predict("test.two_clients")._repr_mimebundle_()
     assert bundle["text/plain"] == text
-    assert "<li><b>(c)</b> 0</li>" in bundle["text/html"]
+    zero = letter(two_clients, "0:")
+    assert f"<li><b>({zero})</b> 0: no INCR</li>" in bundle["text/html"]
 
 
 def test_without_a_choice_reveal_gives_the_outcome_and_the_right_choice(two_clients) -> None:
     predict("test.two_clients")
     said = reveal("test.two_clients", 2)
-    assert said.right == "b" and said.predicted is None
-    assert repr(said).splitlines()[0] == "Outcome: 2, so the answer is (b) 2."
+    two = letter(two_clients, "2:")
+    assert said.right == two and said.predicted is None
+    assert repr(said).splitlines()[0] == f"Outcome: 2, so the answer is ({two}) 2: two INCRs."
     assert "no choice" in repr(said)
 
 
 def test_a_wrong_choice_names_its_misconception_and_says_why(two_clients) -> None:
-    predict("test.two_clients", "a")
+    predict("test.two_clients", letter(two_clients, "1:"))
     said = reveal("test.two_clients", 2)
     assert said.predicted is False
     assert 'the misconception "check-at-write"' in repr(said)
@@ -80,7 +99,7 @@ def test_a_wrong_choice_names_its_misconception_and_says_why(two_clients) -> Non
 def test_a_right_choice_is_called_right_and_the_right_answer_follows_the_outcome(
     two_clients,
 ) -> None:
-    predict("test.two_clients", "(B)")
+    predict("test.two_clients", f"({letter(two_clients, '2:').upper()})")
     assert reveal("test.two_clients", 2).predicted is True
     assert "right, you predicted it" in repr(reveal("test.two_clients", 2))
     assert reveal("test.two_clients", 1).predicted is False  # the answer is computed, not typed
@@ -96,8 +115,8 @@ def test_the_widget_commits_the_clicked_choice(two_clients) -> None:
     pytest.importorskip("ipywidgets")
     asked = predict("test.two_clients")
     radio = asked.widget().children[1]
-    radio.value = "c"
-    assert CHOSEN["test.two_clients"] == "c"
+    radio.value = letter(two_clients, "0:")
+    assert CHOSEN["test.two_clients"] == radio.value
     assert reveal("test.two_clients", 0).predicted is True
 
 
@@ -113,12 +132,13 @@ def test_bad_choices_and_unforeseen_outcomes_are_refused_in_one_line(two_clients
 @pytest.mark.parametrize(
     "choices, problem",
     [
-        ({"a": Choice("x"), "b": Choice("y")}, "2 choices: give 3 or 4"),
+        ({"x": Choice("x"), "y": Choice("y")}, "2 choices: give 3 or 4"),
         (
-            {"a": Choice("x", "stale-read"), "b": Choice("y"), "c": Choice("z")},
+            {"x": Choice("x", "stale-read"), "y": Choice("y"), "z": Choice("z")},
             "without saying why",
         ),
-        ({"a": Choice(""), "b": Choice("y"), "c": Choice("z")}, "needs a key and a text"),
+        ({"x": Choice(""), "y": Choice("y"), "z": Choice("z")}, "needs a key and a text"),
+        ({"a": Choice("x"), "y": Choice("y"), "z": Choice("z")}, "keyed by a letter"),
     ],
 )
 def test_a_malformed_prediction_is_refused(choices, problem) -> None:
@@ -160,3 +180,50 @@ def test_every_registered_prediction_is_asked_in_its_notebook() -> None:
     asked = {name for nb in NOTEBOOKS for name in predict_cells(nb)}
     registered = {name for name in PREDICTIONS if not name.startswith("test.")}
     assert registered <= asked, f"registered but asked nowhere: {sorted(registered - asked)}"
+
+
+# --- choices that cannot be gamed (issue 38) ----------------------------------------------------
+
+MAX_SHARE_OF_ONE_LETTER = 0.40
+MAX_SHARE_SHORTEST = 1 / 3
+
+
+def registered() -> dict:
+    """Return the notebooks' registered predictions (not the tests' throwaway ones)."""
+    load_all()
+    return {n: p for n, p in PREDICTIONS.items() if not n.startswith("test.")}
+
+
+def intended(p) -> str:
+    """Return the letter of p's one choice that names no misconception: what the demo shows."""
+    right = [k for k, c in p.choices.items() if not c.misconception]
+    assert len(right) == 1, f"{p.name}: one choice names no misconception, not {right}"
+    return right[0]
+
+
+def test_no_letter_is_right_in_more_than_40_percent_of_the_predictions() -> None:
+    predictions = registered()
+    letters = Counter(intended(p) for p in predictions.values())
+    letter, most = letters.most_common(1)[0]
+    assert most <= MAX_SHARE_OF_ONE_LETTER * len(predictions), (
+        f"({letter}) is right in {most} of {len(predictions)} predictions: {dict(letters)}"
+    )
+
+
+def test_the_right_choice_is_the_shortest_in_at_most_a_third_of_the_predictions() -> None:
+    predictions = registered()
+    shortest = [
+        n
+        for n, p in predictions.items()
+        if len(p.choices[intended(p)].text) == min(len(c.text) for c in p.choices.values())
+    ]
+    assert len(shortest) <= MAX_SHARE_SHORTEST * len(predictions), (
+        f"the right choice is the shortest in {len(shortest)} of {len(predictions)}: {shortest}"
+    )
+
+
+@pytest.mark.parametrize("name", sorted(registered()))
+def test_every_choice_is_worded_alike_a_value_then_a_short_reason(name: str) -> None:
+    texts = [c.text for c in PREDICTIONS[name].choices.values()]
+    bare = [t for t in texts if ": " not in t]
+    assert not bare, f"{name}: each choice is 'value: reason'; these are bare: {bare}"
