@@ -6,7 +6,10 @@ A prediction is two cells. Before the demo, a cell tagged ``predict`` asks the q
 
 In JupyterLab that shows the question with one radio button per choice. Where widgets cannot
 render (nbval, the handouts, the site) the same cell shows the question and the choices as text,
-and a learner commits in code instead: ``predict("01.two_clients", "b")``.
+and a learner commits in code instead: ``predict("01.two_clients", "b")``. Under the radio
+buttons the widget says "committed: (b)". Running the predict cell again without a choice (as
+Shift+Enter does while the focus is still in the widget) keeps the committed choice, and the
+reveal judges the last choice committed.
 
 The demo cell computes the outcome and ends with::
 
@@ -174,7 +177,7 @@ class Asked:
     def __repr__(self) -> str:
         text = self.prediction.text()
         if self.chosen is not None:
-            text += f"\nYou committed to ({self.chosen})."
+            text += f"\n{committed_text(self.chosen)}"
         return text
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -190,7 +193,11 @@ class Asked:
         return bundle
 
     def widget(self) -> Any:
-        """Return the ipywidgets box: the question and one radio button per choice."""
+        """Return the ipywidgets box: the question, one radio button per choice, what is committed.
+
+        The radio starts at the choice already committed (re-running the cell, as Shift+Enter in
+        the widget does, keeps it), and the line below it says "committed: (b)".
+        """
         if self._view is None:
             # imported only when a widget is asked for; ipywidgets ships no type information
             import ipywidgets as w  # type: ignore[import-untyped]
@@ -202,15 +209,27 @@ class Asked:
                 layout=w.Layout(width="auto"),
             )
             radio.add_class("racelab-predict-choices")
+            status = w.HTML(committed_text(self.chosen))
+            status.add_class("racelab-predict-committed")
 
             def commit(change: dict[str, Any]) -> None:
                 if change["new"] is not None:
                     CHOSEN[p.name] = change["new"]
                     self.chosen = change["new"]
+                    status.value = committed_text(self.chosen)
 
             radio.observe(commit, names="value")
-            self._view = w.VBox([w.HTML(f"<b>Predict:</b> {html.escape(p.question)}"), radio])
+            self._view = w.VBox(
+                [w.HTML(f"<b>Predict:</b> {html.escape(p.question)}"), radio, status]
+            )
         return self._view
+
+
+def committed_text(chosen: str | None) -> str:
+    """Return what the widget says under the choices: "committed: (b)", or that none is yet."""
+    if chosen is None:
+        return "not committed yet: choose one, then run the next cell"
+    return f"committed: ({chosen})"
 
 
 def predict(name: str, choice: str | None = None) -> Asked:
@@ -223,8 +242,7 @@ def predict(name: str, choice: str | None = None) -> Asked:
                 f"{name}: there is no choice {choice!r}; the choices are {', '.join(p.choices)}"
             )
         CHOSEN[name] = key
-    elif name in CHOSEN:  # re-running the cell keeps what was committed, unless a new choice
-        del CHOSEN[name]
+    # without a choice, re-running the cell (Shift+Enter in the widget does) keeps the last one
     return Asked(p, CHOSEN.get(name))
 
 
@@ -281,6 +299,7 @@ __all__ = [
     "Prediction",
     "PredictionError",
     "Reveal",
+    "committed_text",
     "display_order",
     "predict",
     "prediction",

@@ -105,19 +105,37 @@ def test_a_right_choice_is_called_right_and_the_right_answer_follows_the_outcome
     assert reveal("test.two_clients", 1).predicted is False  # the answer is computed, not typed
 
 
-def test_rerunning_the_predict_cell_forgets_the_old_choice(two_clients) -> None:
-    predict("test.two_clients", "a")
-    assert predict("test.two_clients").chosen is None
-    assert reveal("test.two_clients", 2).chosen is None
+def test_rerunning_the_predict_cell_keeps_the_choice(two_clients) -> None:
+    wrong = letter(two_clients, "1:")
+    predict("test.two_clients", wrong)
+    again = predict("test.two_clients")  # Shift+Enter in the widget runs the cell again
+    assert again.chosen == wrong and repr(again).endswith(f"committed: ({wrong})")
+    assert reveal("test.two_clients", 2).chosen == wrong
 
 
 def test_the_widget_commits_the_clicked_choice(two_clients) -> None:
     pytest.importorskip("ipywidgets")
     asked = predict("test.two_clients")
-    radio = asked.widget().children[1]
+    _, radio, status = asked.widget().children
+    assert status.value.startswith("not committed yet")
     radio.value = letter(two_clients, "0:")
     assert CHOSEN["test.two_clients"] == radio.value
+    assert status.value == f"committed: ({radio.value})"
     assert reveal("test.two_clients", 0).predicted is True
+
+
+def test_shift_enter_in_the_widget_keeps_the_choice_and_the_reveal_judges_the_last_one(
+    two_clients,
+) -> None:
+    pytest.importorskip("ipywidgets")
+    wrong, right = letter(two_clients, "1:"), letter(two_clients, "2:")
+    _, radio, _ = predict("test.two_clients").widget().children
+    radio.value = wrong
+    radio.value = right  # the learner changes their mind: the last choice counts
+    _, radio, status = predict("test.two_clients").widget().children  # the cell runs again
+    assert radio.value == right and status.value == f"committed: ({right})"
+    said = reveal("test.two_clients", 2)
+    assert said.chosen == right and said.predicted is True
 
 
 def test_bad_choices_and_unforeseen_outcomes_are_refused_in_one_line(two_clients) -> None:
