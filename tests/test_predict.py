@@ -245,3 +245,83 @@ def test_every_choice_is_worded_alike_a_value_then_a_short_reason(name: str) -> 
     texts = [c.text for c in PREDICTIONS[name].choices.values()]
     bare = [t for t in texts if ": " not in t]
     assert not bare, f"{name}: each choice is 'value: reason'; these are bare: {bare}"
+
+
+# --- asked before answered (issue 38) -----------------------------------------------------------
+
+OUTCOME = re.compile(r"Outcome: (.*?), so the answer is \((\w)\) (.*?)\.?$", re.M)
+TOO_COMMON = {"True", "False", "None", "Yes", "No"}  # found everywhere, giving nothing away
+
+
+def _shown(cell: dict) -> str:
+    """Return what a learner reads of a cell before running on: prose, or a code cell's outputs."""
+    if cell["cell_type"] == "markdown":
+        return "".join(cell["source"])
+    if cell["cell_type"] != "code":
+        return ""
+    return "\n".join(
+        "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+        for o in cell.get("outputs", [])
+    )
+
+
+def _answers(reveal_cell: dict) -> set[str]:
+    """Return the texts that give a prediction's answer away: the value its reveal computed (as
+    printed) and the right choice's value (before its reason), each if specific enough."""
+    found = OUTCOME.search(_shown(reveal_cell))
+    assert found, f"no Outcome line in the stored reveal: {''.join(reveal_cell['source'])!r}"
+    value, _, choice = found.groups()
+    answers = {value, choice.split(": ")[0]}
+    return {a for a in answers if len(a) > 1 and a not in TOO_COMMON}
+
+
+def giveaways(cells: list[dict]) -> list[str]:
+    """Return, for each predict cell, each answer shown between the previous reveal and it."""
+    after_reveal, problems = 0, []
+    for i, cell in enumerate(cells):
+        source = "".join(cell["source"])
+        found = PREDICT_CALL.match(source.strip()) if cell["cell_type"] == "code" else None
+        if found and "predict" in cell["metadata"].get("tags", []):
+            name = found.group(1)
+            shown = next(
+                j
+                for j in range(i + 1, len(cells))
+                if f'reveal("{name}"' in "".join(cells[j]["source"])
+            )
+            for answer in _answers(cells[shown]):
+                pattern = re.compile(rf"(?<![\w.]){re.escape(answer)}(?![\w.])")
+                problems += [
+                    f"{name}: {answer!r} is shown in cell {k} before the question"
+                    for k in range(after_reveal, i)
+                    if pattern.search(_shown(cells[k]))
+                ]
+        if cell["cell_type"] == "code" and "reveal(" in source:
+            after_reveal = i + 1
+    return problems
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_nothing_before_a_predict_cell_gives_its_answer(notebook: Path) -> None:
+    problems = giveaways(json.loads(notebook.read_text())["cells"])
+    assert not problems, "\n".join(problems)
+
+
+def test_an_answer_printed_or_said_before_its_question_is_found() -> None:
+    def cell(kind: str, source: str, tags: tuple = (), out: str = "") -> dict:
+        outputs = [{"output_type": "stream", "name": "stdout", "text": out}] if out else []
+        return {"cell_type": kind, "source": source, "metadata": {"tags": list(tags)}} | (
+            {"outputs": outputs} if kind == "code" else {}
+        )
+
+    reveal_out = "Outcome: 68, so the answer is (c) all but two: only where one finishes first."
+    cells = [
+        cell("markdown", "Two ids in all but two of the orders."),
+        cell("code", "run()", out="68 of 70 schedules break"),
+        cell("code", 'predict("03.every_order")', tags=("predict",)),
+        cell("code", 'reveal("03.every_order", x)', out=reveal_out),
+    ]
+    assert sorted(giveaways(cells)) == [
+        "03.every_order: '68' is shown in cell 1 before the question",
+        "03.every_order: 'all but two' is shown in cell 0 before the question",
+    ]
+    assert giveaways(cells[2:]) == []
