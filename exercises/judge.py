@@ -6,6 +6,7 @@ replies come from the ``Trace`` of the failing schedule, never from a sentence t
 
 from __future__ import annotations
 
+import math
 import numbers
 from decimal import Decimal
 from typing import Any
@@ -36,7 +37,7 @@ def whole(value: Any) -> int | None:
         return int(value)
     if isinstance(value, (numbers.Real, Decimal)):
         try:
-            number = int(value)
+            number = int(math.floor(value))
         except (ValueError, OverflowError, ArithmeticError):  # nan, inf
             return None
         return number if number == value else None
