@@ -105,7 +105,7 @@ def my_release(lab: Lab, release: Any) -> str:
             bad = every.trace(every.bad[0])
             raise Wrong(
                 f"{every.summary()}, e.g. {bad.schedule}: {_who_removed(bad)}",
-                detail=f"{story(bad)}: whatever A checks must be in the same step as its delete",
+                detail=f"{story(bad)}: {_advice(bad)}",
             )
     finally:
         admin.delete(key)
@@ -129,6 +129,20 @@ def _who_removed(trace: Trace) -> str:
     checks = [r for r in trace.rows if r.client == removed.client and r.step < removed.step]
     seen = f", after {row_text(checks[-1])}" if checks else ""
     return f"B took the lock at step {taken.step}, and {row_text(removed)} removed it{seen}"
+
+
+def _advice(trace: Trace) -> str:
+    """Return what to change, judged from the failing trace: read after WATCH, or check and
+    delete in one step."""
+    watched = next((r for r in trace.rows if r.client == "A" and "WATCH" in r.command), None)
+    if watched is not None:
+        gets = [r for r in trace.rows if r.client == "A" and r.command.startswith("GET")]
+        if gets and all(r.step < watched.step for r in gets):
+            return (
+                f"{row_text(gets[-1])} ran before {row_text(watched)}: WATCH only notices "
+                "changes made after it, so read the lock after WATCH"
+            )
+    return "whatever A checks must be in the same step as its delete"
 
 
 def _why_harmless(trace: Trace) -> str:

@@ -10,7 +10,7 @@ from typing import Any
 import redis
 
 from exercises import Wrong, exercise
-from exercises.judge import as_bool, as_names
+from exercises.judge import as_bool, as_names, whole
 from helpers.backend.lab import Lab
 from helpers.backend.scripts import lua_source
 from helpers.luakit import (
@@ -48,9 +48,12 @@ _truth_cache: dict[str, tuple[Any, str]] = {}
 def loop_budget(lab: Lab, answer: Any) -> str:
     """Check that answer(rate, budget) is the largest loop that runs within budget_ms at rate."""
     for rate, budget in [(42_252.5, 10), (1_000, 10), (3.5, 2), (50_000, 0.5), (7, 0.1)]:
-        n = answer(rate, budget)
-        if not isinstance(n, int):
-            raise Wrong(f"max_loop({rate}, {budget}) returned {n!r}: a loop length is an int")
+        given = answer(rate, budget)
+        n = whole(given)
+        if n is None:
+            raise Wrong(
+                f"max_loop({rate}, {budget}) returned {given!r}: a loop length is a whole number"
+            )
         if n / rate > budget:
             raise Wrong(
                 f"max_loop({rate}, {budget}) = {n}: that loop runs {n / rate:.7g} ms, over the budget"

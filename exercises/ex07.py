@@ -13,9 +13,10 @@ from functools import partial
 from typing import Any
 
 from exercises import Wrong, exercise
-from exercises.judge import as_bool, raise_if_fault, story
+from exercises.judge import aborted_exec, as_bool, raise_if_fault, row_text, story
 from helpers.backend.lab import Lab
 from helpers.instruments.explore import Exploration, explore
+from helpers.instruments.schedule import Trace
 from races import locks
 
 LEASE_MS = 10_000
@@ -121,9 +122,32 @@ def _late_writer_refused(lab: Lab, write: Write, keys: dict[str, str]) -> Explor
             f"the notebook's report writers with a pause: {paused.summary()}, e.g. {story(bad)}; "
             f"it ends with {bad.final_state}: a late write with an older fence must be refused "
             "after a newer one wrote",
-            detail="the comparison and the write must be one step (one script)",
+            detail=_advice(bad, keys["report"], keys["report_fence"]),
         )
     return paused
+
+
+def _advice(bad: Trace, resource: str, fence_key: str) -> str:
+    """Return what to change, judged from the failing trace: retry after WatchError, make the
+    check and the write one step, or (already one step) fix what that step compares and stores."""
+    aborted = aborted_exec(bad)
+    if aborted is not None:
+        return (
+            f"{aborted}: a WatchError says the fence changed while you looked, not that your "
+            "fence is older; read the fence again and try again, and refuse only an older fence"
+        )
+    touching: dict[str, list[Any]] = {}
+    for row in bad.rows:
+        if resource in row.command or fence_key in row.command:
+            touching.setdefault(row.client, []).append(row)
+    if touching and all(len(rows) == 1 for rows in touching.values()):
+        steps = "; ".join(row_text(rows[0]) for rows in touching.values())
+        return (
+            f"each write already ran as one step ({steps}), so nothing came between its check "
+            f"and its write; look at what that step does: after it the resource and the fence "
+            f"key must hold the newest fence's value and that fence ({bad.final_state})"
+        )
+    return "the comparison and the write must be one step (one script)"
 
 
 def _newest_wins(resource: str, fence_key: str) -> Callable[[Any, dict[str, Any]], bool]:
@@ -184,7 +208,7 @@ def fenced_write(lab: Lab, write: Any) -> str:
             raise Wrong(
                 f"two writers, fences 1 and 2: {every.summary()}, e.g. {story(bad)}; it ends "
                 f"with {bad.final_state}",
-                detail="the comparison and the write must be one step (one script)",
+                detail=_advice(bad, resource, fence_key),
             )
         paused = _late_writer_refused(lab, write, keys)
     finally:

@@ -6,6 +6,9 @@ replies come from the ``Trace`` of the failing schedule, never from a sentence t
 
 from __future__ import annotations
 
+import math
+import numbers
+from decimal import Decimal
 from typing import Any
 
 from exercises import Wrong, fault_in
@@ -14,23 +17,49 @@ from helpers.instruments.schedule import Trace, TraceRow
 SHORT = 48  # characters of a command kept in a diagnosis
 
 
+def _is_bool(value: Any) -> bool:
+    """Return True for True/False and numpy's booleans (numpy.True_)."""
+    kind = type(value)
+    return isinstance(value, bool) or (
+        kind.__module__ == "numpy" and kind.__name__ in ("bool", "bool_")
+    )
+
+
+def whole(value: Any) -> int | None:
+    """Return value as an int if it is a whole number of any numeric type, else None.
+
+    12, 12.0, numpy.int64(12), numpy.float64(12.0) and Decimal("12") are all 12; True, 12.5,
+    "12" and None are not whole numbers.
+    """
+    if _is_bool(value):
+        return None
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, (numbers.Real, Decimal)):
+        try:
+            number = int(math.floor(value))
+        except (ValueError, OverflowError, ArithmeticError):  # nan, inf
+            return None
+        return number if number == value else None
+    return None
+
+
 def as_bool(value: Any, what: str) -> bool:
-    """Return value as a bool (True/False, or 1/0 as Python treats them); else raise Wrong."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int) and value in (0, 1):
+    """Return value as a bool (True/False, or 1/0 of any numeric type); else raise Wrong."""
+    if _is_bool(value):
+        return bool(value)
+    if whole(value) in (0, 1):
         return bool(value)
     raise Wrong(f"{what} is {value!r}: answer True or False")
 
 
 def as_count(value: Any, what: str) -> int:
-    """Return value as a whole number (12 or 12.0); raise Wrong saying what it is instead."""
+    """Return value as a whole number (12, 12.0, numpy's or Decimal's 12); else raise Wrong."""
     if isinstance(value, bool):
         raise Wrong(f"{what} is {value!r}: give a number, not True/False")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
+    number = whole(value)
+    if number is not None:
+        return number
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         raise Wrong(f"{what} is the string {value!r}: write the number {value.strip()}, no quotes")
     raise Wrong(f"{what} is {value!r}: give a whole number")

@@ -6,7 +6,10 @@ A prediction is two cells. Before the demo, a cell tagged ``predict`` asks the q
 
 In JupyterLab that shows the question with one radio button per choice. Where widgets cannot
 render (nbval, the handouts, the site) the same cell shows the question and the choices as text,
-and a learner commits in code instead: ``predict("01.two_clients", "b")``.
+and a learner commits in code instead: ``predict("01.two_clients", "b")``. Under the radio
+buttons the widget says "committed: (b)". Running the predict cell again without a choice (as
+Shift+Enter does while the focus is still in the widget) keeps the committed choice, and the
+reveal judges the last choice committed.
 
 The demo cell computes the outcome and ends with::
 
@@ -23,19 +26,31 @@ Each notebook registers its predictions in ``exercises/predict_NN.py``::
         "01.two_clients",
         "A and B each GET, compare with the limit, then INCR. How many are admitted?",
         {
-            "a": Choice("1", "check-at-write", "INCR checks nothing: the limit was checked ..."),
-            "b": Choice("2"),
+            "one": Choice("1: the second INCR is refused", "check-at-write", "INCR checks ..."),
+            "two": Choice("2: both read 4, so both find room"),
+            "zero": Choice("0: the conflict makes both fail", "conflict-detection", "Redis ..."),
         },
-        outcome=lambda admitted: "a" if admitted == 1 else "b",
+        outcome=lambda admitted: {1: "one", 2: "two", 0: "zero"}[admitted],
     )
 
 Every choice that the outcome may not map to names its misconception and explains it: a wrong
-choice is never met with silence.
+choice is never met with silence. Exactly one choice names none: the one the demo is built to
+show.
+
+**The letters follow a stated rule, not the author.** A registration names its choices by what
+they say ("two", "zero"); the learner sees them as (a), (b), (c), (d) in the order of a fixed
+shuffle seeded by the prediction's name (``display_order``), so the right letter is spread over
+the predictions and a given prediction shows the same letters on every run. Every choice is
+written the same way, a value then a short reason ("2: both read 4, ..."), so the right one is
+not recognisable as the short bare one. ``tests/test_predict.py`` fails when one letter is right
+in more than 40% of the registered predictions, or the right choice is the shortest in more than
+a third.
 """
 
 from __future__ import annotations
 
 import html
+import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +58,7 @@ from typing import Any
 from racelab_errors import RaceLabError
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+LETTERS = "abcd"
 
 
 class PredictionError(RaceLabError):
@@ -90,21 +106,49 @@ PREDICTIONS: dict[str, Prediction] = {}
 CHOSEN: dict[str, str] = {}  # this kernel's committed choices, by prediction name
 
 
+def display_order(name: str, ids: list[str]) -> list[str]:
+    """Return the choice ids in the order the learner sees them, as (a), (b), ...
+
+    The rule: ``random.Random(name).shuffle`` of the ids in registration order. Seeding with the
+    name (a string seed is hashed the same way on every Python 3) fixes each prediction's letters
+    across runs and machines, and spreads the right choice over the letters.
+    """
+    order = list(ids)
+    random.Random(name).shuffle(order)
+    return order
+
+
 def prediction(
     name: str, question: str, choices: dict[str, Choice], outcome: Callable[[Any], str]
 ) -> Prediction:
-    """Register and return a prediction; refuse one that is malformed or registered twice."""
+    """Register and return a prediction; refuse one that is malformed or registered twice.
+
+    choices are keyed by ids that say what the choice is ("two", "all"), and outcome maps the demo's
+    value to one of those ids; the registered prediction keys them by letter, in display_order.
+    """
     if not 3 <= len(choices) <= 4:
         raise PredictionError(f"prediction {name!r} has {len(choices)} choices: give 3 or 4")
     for key, choice in choices.items():
         if not (key and choice.text):
             raise PredictionError(f"prediction {name!r}: choice {key!r} needs a key and a text")
+        if key in LETTERS:
+            raise PredictionError(
+                f"prediction {name!r}: choice {key!r} is keyed by a letter; name it by what it "
+                "says (e.g. 'two'): the letters come from display_order"
+            )
         if bool(choice.misconception) != bool(choice.why):
             raise PredictionError(
                 f"prediction {name!r}: choice {key!r} names a misconception without saying why "
                 "(or says why without a name): give both"
             )
-    new = Prediction(name, question, dict(choices), outcome)
+    letter = {key: LETTERS[i] for i, key in enumerate(display_order(name, list(choices)))}
+    shown = {letter[key]: choices[key] for key in sorted(choices, key=letter.__getitem__)}
+
+    def right_letter(value: Any) -> str:
+        key = outcome(value)
+        return letter.get(key, key)
+
+    new = Prediction(name, question, shown, right_letter)
     old = PREDICTIONS.get(name)
     if old is not None and (old.question, old.choices) != (new.question, new.choices):
         raise PredictionError(f"prediction {name!r} is registered twice")
@@ -133,7 +177,7 @@ class Asked:
     def __repr__(self) -> str:
         text = self.prediction.text()
         if self.chosen is not None:
-            text += f"\nYou committed to ({self.chosen})."
+            text += f"\n{committed_text(self.chosen)}"
         return text
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
@@ -149,7 +193,11 @@ class Asked:
         return bundle
 
     def widget(self) -> Any:
-        """Return the ipywidgets box: the question and one radio button per choice."""
+        """Return the ipywidgets box: the question, one radio button per choice, what is committed.
+
+        The radio starts at the choice already committed (re-running the cell, as Shift+Enter in
+        the widget does, keeps it), and the line below it says "committed: (b)".
+        """
         if self._view is None:
             # imported only when a widget is asked for; ipywidgets ships no type information
             import ipywidgets as w  # type: ignore[import-untyped]
@@ -161,15 +209,27 @@ class Asked:
                 layout=w.Layout(width="auto"),
             )
             radio.add_class("racelab-predict-choices")
+            status = w.HTML(committed_text(self.chosen))
+            status.add_class("racelab-predict-committed")
 
             def commit(change: dict[str, Any]) -> None:
                 if change["new"] is not None:
                     CHOSEN[p.name] = change["new"]
                     self.chosen = change["new"]
+                    status.value = committed_text(self.chosen)
 
             radio.observe(commit, names="value")
-            self._view = w.VBox([w.HTML(f"<b>Predict:</b> {html.escape(p.question)}"), radio])
+            self._view = w.VBox(
+                [w.HTML(f"<b>Predict:</b> {html.escape(p.question)}"), radio, status]
+            )
         return self._view
+
+
+def committed_text(chosen: str | None) -> str:
+    """Return what the widget says under the choices: "committed: (b)", or that none is yet."""
+    if chosen is None:
+        return "not committed yet: choose one, then run the next cell"
+    return f"committed: ({chosen})"
 
 
 def predict(name: str, choice: str | None = None) -> Asked:
@@ -182,8 +242,7 @@ def predict(name: str, choice: str | None = None) -> Asked:
                 f"{name}: there is no choice {choice!r}; the choices are {', '.join(p.choices)}"
             )
         CHOSEN[name] = key
-    elif name in CHOSEN:  # re-running the cell keeps what was committed, unless a new choice
-        del CHOSEN[name]
+    # without a choice, re-running the cell (Shift+Enter in the widget does) keeps the last one
     return Asked(p, CHOSEN.get(name))
 
 
@@ -240,6 +299,8 @@ __all__ = [
     "Prediction",
     "PredictionError",
     "Reveal",
+    "committed_text",
+    "display_order",
     "predict",
     "prediction",
     "reveal",

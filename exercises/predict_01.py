@@ -9,21 +9,21 @@ prediction(
     "The counter holds 4, the limit is 5. A and B each GET, compare, then INCR, in the order "
     "A GET, B GET, A INCR, B INCR. How many requests are admitted?",
     {
-        "a": Choice(
+        "one": Choice(
             "1: the second INCR sees 5 and is refused",
             "check-at-write",
             "INCR does not check anything: the limit was checked in the client, on a value read "
             "earlier.",
         ),
-        "b": Choice("2: both are admitted"),
-        "c": Choice(
+        "two": Choice("2: both read 4 before either INCR, so both see room"),
+        "zero": Choice(
             "0: the conflict makes both fail",
             "conflict-detection",
             "Redis does not detect conflicting clients; plain commands never fail because "
             "another client wrote.",
         ),
     },
-    outcome=lambda admitted: {1: "a", 2: "b", 0: "c"}[admitted],
+    outcome=lambda admitted: {1: "one", 2: "two", 0: "zero"}[admitted],
 )
 
 prediction(
@@ -31,21 +31,21 @@ prediction(
     "Two naive clients, one slot left: a client whose GET reads 5 stops there, so the schedules "
     "are AAB, ABAB, ABBA, BAAB, BABA and BBA. How many admit both requests?",
     {
-        "a": Choice(
+        "two": Choice(
             "2: only ABAB and BABA, where the clients alternate",
             "only-alternating",
             "ABBA and BAAB admit both too: what matters is that both GETs run before either "
             "INCR, not who goes when after that.",
         ),
-        "b": Choice("4 of the 6"),
-        "c": Choice(
+        "four": Choice("4: every schedule in which both GETs run before either INCR"),
+        "zero": Choice(
             "0: GET and INCR are each atomic",
             "atomic-command-atomic-request",
             "Each command is atomic; the request is two commands, and another client's GET fits "
             "in the gap between them.",
         ),
     },
-    outcome=lambda bad: {2: "a", 4: "b", 0: "c"}[bad],
+    outcome=lambda bad: {2: "two", 4: "four", 0: "zero"}[bad],
 )
 
 prediction(
@@ -54,21 +54,21 @@ prediction(
     "in lockstep (every client's GET of a round reaches Redis before any INCR of that round). "
     "In how many of 5 such runs does the window admit more than 100?",
     {
-        "a": Choice(
+        "none": Choice(
             "none: Python's GIL runs one thread at a time, so the requests cannot interleave",
             "gil-serializes",
             "The GIL serializes Python bytecode, not requests: a thread waiting for Redis's "
             "reply lets the others run, and their GETs reach the server in its gap.",
         ),
-        "b": Choice(
+        "some": Choice(
             "some, not all: a race is a matter of luck",
             "races-are-luck",
             "Lockstep makes the unlucky order certain: each round's GETs all arrive before its "
             "INCRs, on every run, however busy the machine is.",
         ),
-        "c": Choice("all 5"),
+        "all": Choice("all 5: lockstep puts every round's GETs before its INCRs, in every run"),
     },
-    outcome=lambda overshot: "a" if overshot == 0 else ("c" if overshot == 5 else "b"),
+    outcome=lambda overshot: "none" if overshot == 0 else ("all" if overshot == 5 else "some"),
 )
 
 prediction(
@@ -76,19 +76,19 @@ prediction(
     "The fix: INCR and EXPIRE NX in one MULTI/EXEC, then compare the count INCR returned. The "
     "counter holds 4, the limit is 5; A runs it, then B. What does the counter hold afterwards?",
     {
-        "a": Choice(
+        "five": Choice(
             "5: B is refused, so its request is not counted",
             "refused-not-counted",
             "INCR runs before the comparison, so a refused request is counted too; the limit "
             "still holds, because only counts up to 5 are admitted.",
         ),
-        "b": Choice("6"),
-        "c": Choice(
+        "six": Choice("6: B's INCR counts it before the comparison refuses it"),
+        "error": Choice(
             "an error: INCR fails once the counter reaches the limit",
             "incr-checks-limit",
             "INCR has no limit: it adds one whatever the value. The comparison happens in the "
             "client, on the value INCR returned.",
         ),
     },
-    outcome=lambda counter: {5: "a", 6: "b"}[counter],
+    outcome=lambda counter: {5: "five", 6: "six"}[counter],
 )

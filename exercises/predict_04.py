@@ -9,18 +9,20 @@ prediction(
     "EVAL sends the words a b 7 with numkeys 1 to lua/anatomy_echo.lua. How many entries does "
     "ARGV hold, and is the 7 a number inside the script?",
     {
-        "a": Choice('2 entries, b and 7; the 7 is the string "7"'),
-        "b": Choice(
-            "2 entries, b and 7; the 7 is the number 7",
+        "string": Choice(
+            '2 entries, b and 7; the 7 is the string "7": every word of a command arrives as text'
+        ),
+        "number": Choice(
+            "2 entries, b and 7; the 7 is the number 7: Redis passes numbers as numbers",
             "typed-arguments",
             'Every word of a command travels as a string: the script receives "7" and must '
             "convert it, and check it, itself.",
         ),
-        "c": Choice(
+        "three": Choice(
             "3 entries, a, b and 7: KEYS is only a view of the first ARGV entries",
             "keys-are-args",
             "numkeys splits the words: the first numkeys go to KEYS only, the rest to ARGV.",
         ),
     },
-    outcome=lambda seen: {(2, "str"): "a", (2, "int"): "b", (3, "str"): "c"}[seen],
+    outcome=lambda seen: {(2, "str"): "string", (2, "int"): "number", (3, "str"): "three"}[seen],
 )

@@ -9,21 +9,21 @@ prediction(
     "lua/errors_write_then_fail.lua runs SET order, then INCR counter; the counter holds the text "
     "'many', so the INCR fails. Is the order there afterwards?",
     {
-        "a": Choice("Yes: the SET stays written, and the client receives the INCR's error"),
-        "b": Choice(
+        "stays": Choice("Yes: the SET stays written, and the client receives the INCR's error"),
+        "rollback": Choice(
             "No: the error rolls the whole script back, as a transaction would",
             "script-rollback",
             "A script runs atomically (no other client runs in between), but Redis has no "
             "rollback: every write done before the error stays.",
         ),
-        "c": Choice(
+        "checked": Choice(
             "No: Redis checks the script's commands before running it, so nothing is written",
             "checked-before-run",
             "Redis only compiles the script first; what INCR will meet is known when it runs, "
             "after the SET. Only the script itself can check before its first write.",
         ),
     },
-    outcome=lambda order: {"2 tickets": "a", None: "b"}[order],
+    outcome=lambda order: {"2 tickets": "stays", None: "rollback"}[order],
 )
 
 prediction(
@@ -31,14 +31,14 @@ prediction(
     "MULTI, SET order:2, INCR the counter that holds 'many', SET paid:2, EXEC. The INCR fails when "
     "EXEC runs it. Which of the two SETs are applied afterwards?",
     {
-        "a": Choice("Both: EXEC runs every queued command, and the INCR fails alone"),
-        "b": Choice(
+        "both": Choice("Both: EXEC runs every queued command, and the INCR fails alone"),
+        "neither": Choice(
             "Neither: the failing INCR aborts the transaction (EXECABORT)",
             "exec-all-or-nothing",
             "MULTI/EXEC isolates, it does not roll back: only an error found while queuing "
             "(unknown command, wrong arity) aborts the block; a run-time error fails alone.",
         ),
-        "c": Choice(
+        "first": Choice(
             "Only SET order:2: EXEC stops at the first error, as a script does",
             "exec-stops-at-error",
             "A script stops at its failing redis.call; EXEC does not stop, it runs every "
@@ -46,8 +46,8 @@ prediction(
         ),
     },
     outcome=lambda applied: {
-        ("1 ticket", "yes"): "a",
-        (None, None): "b",
-        ("1 ticket", None): "c",
+        ("1 ticket", "yes"): "both",
+        (None, None): "neither",
+        ("1 ticket", None): "first",
     }[applied],
 )

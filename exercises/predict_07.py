@@ -11,21 +11,21 @@ prediction(
     "primary (fence 2), the primary fails over to the replica (which applied nothing since X) "
     "and B asks the new primary for the lock. What does B get?",
     {
-        "a": Choice(
-            "Nothing: A still holds the lock",
+        "held": Choice(
+            "Nothing: A still holds the lock, and the lock key is replicated",
             "acknowledged-means-replicated",
             "Replication is asynchronous: the primary acknowledged A's SET before any replica had "
             "it, and the promoted replica never saw it.",
         ),
-        "b": Choice(
-            "The lock, with fence 3",
+        "three": Choice(
+            "The lock, with fence 3: a counter never goes back",
             "counters-never-go-back",
             "A's INCR was lost with the old primary: the promoted replica's counter is 1, so B's "
             "INCR makes 2 again.",
         ),
-        "c": Choice("The lock, with fence 2: the number A already holds"),
+        "two": Choice("The lock, with fence 2: the number A already holds, handed out again"),
     },
     outcome=lambda fences: (
-        "a" if fences["B"] is None else "c" if fences["B"] == fences["A"] else "b"
+        "held" if fences["B"] is None else "two" if fences["B"] == fences["A"] else "three"
     ),
 )

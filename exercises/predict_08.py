@@ -10,21 +10,21 @@ prediction(
     "it; no lease runs out. Over every schedule of every explored lock, how many let both be "
     "inside at once?",
     {
-        "a": Choice("None"),
-        "b": Choice(
+        "none": Choice("None: of two SET NX on a missing key, only the first one writes"),
+        "few": Choice(
             "A few: two SET NX that arrive at the same moment can both succeed",
             "simultaneous-commands-both-win",
             "The server runs one command at a time: of two SET NX on a missing key, the second "
             "always finds the key the first wrote.",
         ),
-        "c": Choice(
+        "redlock": Choice(
             "Some, for the Redlock libraries: Redlock trades safety for availability",
             "redlock-is-weaker-on-one-server",
             "On one server, Redlock's take is the same SET NX PX as the others'; its quorum "
             "matters only across several servers.",
         ),
     },
-    outcome=lambda bad: "a" if bad == 0 else "b",
+    outcome=lambda bad: "none" if bad == 0 else "few",
 )
 
 prediction(
@@ -32,19 +32,19 @@ prediction(
     "Now a clock step T can end the lease while A is inside, and A goes on writing. Which "
     "locks keep B out of A's section in every schedule?",
     {
-        "a": Choice(
+        "all": Choice(
             "All of them: each release checks its token",
             "safe-release-protects-the-resource",
             "The token check stops A from deleting B's lock, at the release. A's writes before "
             "the release are not checked by anybody.",
         ),
-        "b": Choice(
+        "redlock": Choice(
             "The Redlock ones (pottery, redlock-py): Redlock is the safe algorithm",
             "redlock-fences",
             "Redlock decides who holds the lock; it hands out no fencing token, so a holder "
             "whose lease ran out is not stopped either.",
         ),
-        "c": Choice("None of them: in each, some schedule lets A write inside B's section"),
+        "none": Choice("None of them: in each, some schedule lets A write inside B's section"),
     },
-    outcome=lambda every_lock_broke: "c" if every_lock_broke else "a",
+    outcome=lambda every_lock_broke: "none" if every_lock_broke else "all",
 )

@@ -65,12 +65,12 @@ def acquire(client: redis.Redis, key: str, token: str, ttl_ms: int) -> bool:
 # --- releases, broken on purpose ----------------------------------------------------------
 
 def release_blind(client: redis.Redis, key: str, token: str) -> bool:
-    """Return True if DEL key deleted something. BROKEN: it deletes whoever's lock is there."""
+    """Return True if DEL key deleted something."""
     return client.delete(key) == 1
 
 
 def release_check_then_del(client: redis.Redis, key: str, token: str) -> bool:
-    """Return True if GET matched token and the DEL after it deleted the key. BROKEN: see above."""
+    """Return True if GET matched token and the DEL after it deleted the key."""
     if client.get(key) != token:
         return False
     return client.delete(key) == 1

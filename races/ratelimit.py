@@ -66,7 +66,7 @@ def as_count(value: str | bytes | None) -> int:
 # --- broken on purpose -------------------------------------------------------------------
 
 def naive_allow(client: redis.Redis, key: str, limit: int, window: int) -> bool:
-    """Return True if admitted: GET, compare in Python, INCR. Racy: concurrent callers overshoot."""
+    """Return True if admitted: GET, compare in Python, INCR."""
     count = as_count(client.get(key))
     if count >= limit:
         return False
@@ -86,7 +86,7 @@ def docs_pattern_allow(client: redis.Redis, key: str, limit: int, window: int) -
 
 
 def lost_update_increment(client: redis.Redis, key: str) -> int:
-    """Return the value written by GET, then SET value + 1. Racy: concurrent increments are lost."""
+    """Return the value written by GET, then SET value + 1."""
     value = as_count(client.get(key)) + 1
     client.set(key, value)
     return value

@@ -2,9 +2,12 @@
 
 - **student**: every notebook in order with its stored outputs; cells tagged ``solution`` or
   ``instructor`` are removed, and no test marker is left (``nbval-*`` tags dropped, any
-  ``# NBVAL_...`` comment line removed).
+  ``# NBVAL_...`` comment line removed). A prediction's reveal cell (the cell that calls
+  ``reveal(...)``) has its outputs folded into one ``<details>``: the demo's outcome and the right
+  choice show on a click, so the answer does not stand right under the question (issue 38).
 - **instructor**: the workshop page (docs/workshop.md) first, then every notebook with its
-  solutions shown (marked "Solution") and its instructor notes (docs/notes/NN.md) after its title.
+  solutions shown (marked "Solution") and its instructor notes (docs/notes/NN.md) after its title;
+  reveals stay open.
 
 In both, each run of cells tagged ``optional`` opens with an "Optional" label and is drawn with a
 dashed border; a cell tagged ``predict`` shows its question and choices (its stored output, or the
@@ -56,6 +59,9 @@ NBVAL_LINE = re.compile(r"^\s*#\s*NBVAL_\w+.*\n?", re.MULTILINE)
 GLOSSARY = REPO / "docs" / "glossary.md"
 GLOSSARY_LINK = re.compile(r"\]\(\.\./docs/glossary\.md#([a-z0-9-]+)\)")
 PREDICT_CALL = re.compile(r"""^\s*predict\(\s*["']([^"']+)["']""")
+REVEAL_CALL = re.compile(r"""^\s*reveal\(\s*["']([^"']+)["']""", re.M)
+REVEAL_SUMMARY = "Show what happened, and the answer"
+FOLDED = {"student"}  # the editions whose reveals are folded
 OPTIONAL_TEXT = "not needed for the exercises; skip it when time is short."
 OPTIONAL_LABEL = f'<div class="optional-label"><b>Optional</b>: {OPTIONAL_TEXT}</div>'
 PRINT_TIMEOUT_S = 300
@@ -77,6 +83,8 @@ STYLE = """
   .celltag_optional { border-left: 4px dashed #0072B2; padding-left: 4px; }
   .optional-label { font-family: sans-serif; color: #000; background: #E8F1F8; padding: 2px 6px; }
   .racelab-predict { border: 1px solid #0072B2; padding: 2px 8px; }
+  details.racelab-reveal { border: 1px solid #0072B2; padding: 2px 8px; }
+  details.racelab-reveal > summary { cursor: pointer; font-family: sans-serif; color: #0072B2; }
   nav.handout-toc { font-family: sans-serif; margin: 1em 0 2em; padding: 0.5em 1em; border: 1px solid #d0d7de; }
   nav.handout-toc li.h1 { font-weight: bold; margin-top: 0.4em; }
   nav.handout-toc li.h2 { margin-left: 1.5em; }
@@ -188,6 +196,46 @@ def show_predictions(cells: list[Any]) -> None:
         cell.outputs = [nbformat.v4.new_output("display_data", data=data)]
 
 
+def _output_html(output: Any) -> str:
+    """Return one stored output as HTML: its own HTML, its image, or its text in a <pre>."""
+    if output.get("output_type") == "stream":
+        return f"<pre>{html.escape(output.get('text', ''))}</pre>"
+    data = output.get("data", {})
+    if "text/html" in data:
+        return "".join(data["text/html"])
+    for kind in ("image/png", "image/jpeg"):
+        if kind in data:
+            alt = html.escape(str(output.get("metadata", {}).get("alt", "figure")))
+            return f'<img alt="{alt}" src="data:{kind};base64,{"".join(data[kind]).strip()}">'
+    if output.get("output_type") == "error":
+        return (
+            f"<pre>{html.escape(output.get('ename', '') + ': ' + output.get('evalue', ''))}</pre>"
+        )
+    return f"<pre>{html.escape(''.join(data.get('text/plain', '')))}</pre>"
+
+
+def fold_reveals(cells: list[Any]) -> int:
+    """Fold the outputs of every reveal cell into one closed <details>; return how many folded.
+
+    A reveal cell runs the demo and calls ``reveal("NN.name", value)``: its outputs are the
+    outcome and the right choice, so they show only when the learner opens them.
+    """
+    folded = 0
+    for cell in cells:
+        if cell.cell_type != "code" or not REVEAL_CALL.search(cell.source) or not cell.outputs:
+            continue
+        inner = "".join(_output_html(o) for o in cell.outputs)
+        page = (
+            f'<details class="racelab-reveal"><summary>{REVEAL_SUMMARY}</summary>{inner}</details>'
+        )
+        text = f"{REVEAL_SUMMARY} (folded: open it in the HTML edition)"
+        cell.outputs = [
+            nbformat.v4.new_output("display_data", data={"text/html": page, "text/plain": text})
+        ]
+        folded += 1
+    return folded
+
+
 def glossary_cells() -> list[Any]:
     """Return the glossary as a handout section: each entry with the anchor links jump to."""
     text = GLOSSARY.read_text()
@@ -225,6 +273,8 @@ def edition_notebook(edition: str, notebooks: list[Path]) -> nbformat.NotebookNo
         _clean(nb)
         cells = mark_optional(list(nb.cells))
         show_predictions(cells)
+        if edition in FOLDED:
+            fold_reveals(cells)
         notes = REPO / "docs" / "notes" / f"{path.name[:2]}.md"
         if edition == "instructor" and notes.exists():
             text = _demoted(notes.read_text(), 2)

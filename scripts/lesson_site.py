@@ -13,7 +13,9 @@ repository, so the notebooks' and docs' relative links work unchanged:
   sources' ``ipynb/``, which is not built as pages) and a local ``make lab``;
 - each run of cells tagged ``optional`` opens with an "Optional" admonition, and the cells have a
   dashed border (both views); a cell tagged ``predict`` shows the question and its choices (its
-  stored HTML output, or the registered prediction's, as in the handouts);
+  stored HTML output, or the registered prediction's, as in the handouts); in the learner view
+  a reveal cell's outputs (the outcome and the right choice) are folded into a ``<details>``,
+  shown on a click (handouts.fold_reveals); the instructor view keeps them open;
 - a notebook's link to a glossary entry, ``[**round trip**](../docs/glossary.md#round-trip)``,
   becomes a link to that entry on the glossary page (``docs/glossary.html#round-trip``): the
   sources keep the repository's layout and MyST makes the same heading anchors as GitHub;
@@ -113,6 +115,8 @@ div.cell > div.cell_input {
 .cell_output img { max-width: 100%; height: auto; }
 .tag_optional { border-left: 4px dashed var(--racelab-optional); padding-left: 0.5em; }
 .racelab-predict { border: 1px solid var(--racelab-optional); padding: 0 0.5em; }
+details.racelab-reveal { border: 1px solid var(--racelab-optional); padding: 0 0.5em; }
+details.racelab-reveal > summary { cursor: pointer; color: var(--racelab-optional); }
 /* the launch buttons under each lesson's title */
 .racelab-launch a[href*="mybinder.org"], .racelab-launch a.download {
   display: inline-block; margin: 0.15em 0.3em 0.15em 0; padding: 0.15em 0.7em;
@@ -255,6 +259,8 @@ def view_notebook(path: Path, view: str, binder: str) -> nbformat.NotebookNode:
     handouts._clean(nb)
     nb.cells = handouts.mark_optional(nb.cells, OPTIONAL_ADMONITION)
     handouts.show_predictions(nb.cells)
+    if edition in handouts.FOLDED:
+        handouts.fold_reveals(nb.cells)
     title, _, rest = nb.cells[0].source.partition("\n")  # the launch line goes under the title
     nb.cells[0].source = f"{title}\n\n{launch_line(binder, f'notebooks/{path.name}')}"
     if rest.strip():

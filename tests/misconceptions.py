@@ -167,6 +167,46 @@ def my_fenced_write(client, resource, fence_key, fence, value):
     return True
 """
 
+FENCED_WATCH_GIVES_UP = """
+import redis
+
+
+def my_fenced_write(client, resource, fence_key, fence, value):
+    with client.pipeline() as pipe:
+        try:
+            pipe.watch(fence_key)
+            if int(pipe.get(fence_key) or 0) > fence:
+                return False
+            pipe.multi()
+            pipe.set(resource, value)
+            pipe.set(fence_key, fence)
+            pipe.execute()
+            return True
+        except redis.WatchError:
+            return False  # the fence changed: gives up, although this fence may be the newest
+"""
+
+RELEASE_WATCH_READ_FIRST = """
+import redis
+
+
+def my_release(client, key, token):
+    with client.pipeline() as pipe:
+        while True:
+            try:
+                held = client.get(key)  # read before WATCH: a change before WATCH goes unseen
+                pipe.watch(key)
+                if held != token:
+                    pipe.unwatch()
+                    return False
+                pipe.multi()
+                pipe.delete(key)
+                pipe.execute()
+                return True
+            except redis.WatchError:
+                continue
+"""
+
 KILL = 'answer_2 = {{"loops, never wrote": {0}, "wrote one key, then loops": {1}}}'
 CONVERT = 'answer_1 = {{"float": {0}, "array_with_hole": {1}, "named_fields": {2}}}'
 PREDICT = (
@@ -211,6 +251,12 @@ CASES = [
     Case("00.aabb", "a number as text", "predicted = '12'", r"the string '12'"),
     Case("00.aabb", "a legitimate None", "predicted = None", r"None: give a whole number"),
     Case("00.aabb", "a truthy boolean", "predicted = True", r"not True/False"),
+    Case(
+        "00.aabb",
+        "numpy's number that is not whole",
+        "import numpy\npredicted = numpy.float64(11.5)",
+        r"11\.5\)?: give a whole number",
+    ),
     # 01: predict ABBA and AAB
     Case(
         "01.schedules",
@@ -342,6 +388,13 @@ CASES = [
         "a legitimate None",
         "my_prediction = None",
         r"give a set of schedule strings",
+    ),
+    Case(
+        "02.my_release",
+        "WATCH, but the lock read before WATCH",
+        RELEASE_WATCH_READ_FIRST,
+        r"A's GET \S+ at step \d+ \(reply 'tok-A'\) ran before A's WATCH .*read the lock after "
+        r"WATCH",
     ),
     Case("02.schedules", "only half the story", "my_prediction = set()", r"no schedule at all"),
     # 03: the fewest steps
@@ -571,6 +624,12 @@ CASES = [
     ),
     Case(
         "07.fenced_write",
+        "WATCH without retry: gives up after WatchError",
+        FENCED_WATCH_GIVES_UP,
+        r"EXEC at step \d+ was aborted by .*read the fence again and try again",
+    ),
+    Case(
+        "07.fenced_write",
         "a legitimate None: forgot the return",
         fenced(ret="", tail=""),
         r"return value is None: answer True or False",
@@ -605,6 +664,35 @@ CASES = [
 
 ACCEPTED = [
     Case("00.aabb", "a float that is a whole number", "predicted = 12.0", ""),
+    Case("00.aabb", "numpy's whole number", "import numpy\npredicted = numpy.int64(12)", ""),
+    Case("00.aabb", "a Decimal", "from decimal import Decimal\npredicted = Decimal('12')", ""),
+    Case(
+        "01.schedules",
+        "numpy's and Decimal's whole numbers",
+        "import numpy\nfrom decimal import Decimal\n"
+        + PREDICT.format("numpy.int64(2)", "Decimal(6)", "numpy.float64(1.0)", "Decimal('5.0')"),
+        "",
+    ),
+    Case(
+        "04.return_conversions",
+        "numpy's whole number for an integer reply",
+        'import numpy\nanswer_1 = {"float": numpy.int64(3), "array_with_hole": [1, 2], '
+        '"named_fields": []}',
+        "",
+    ),
+    Case(
+        "06.loop_budget",
+        "numpy's floor (a whole float64)",
+        "import numpy\n\n\ndef max_loop(iterations_per_ms, budget_ms):\n"
+        "    return numpy.floor(iterations_per_ms * budget_ms)\n",
+        "",
+    ),
+    Case(
+        "06.killable",
+        "numpy booleans",
+        "import numpy\n" + KILL.format("numpy.True_", "numpy.False_"),
+        "",
+    ),
     Case(
         "02.my_release",
         "the script's 1/0 returned as it is",

@@ -322,11 +322,13 @@ def test_a_predict_cell_shows_its_question_and_choices(tmp_path: Path) -> None:
     from exercises.predict import PREDICTIONS, Choice, prediction
 
     choices = {
-        "a": Choice("one", "check-at-write", "INCR checks nothing."),
-        "b": Choice("two"),
-        "c": Choice("none", "conflict-detection", "Redis detects no conflict."),
+        "one": Choice("1: one", "check-at-write", "INCR checks nothing."),
+        "two": Choice("2: two"),
+        "none": Choice("0: none", "conflict-detection", "Redis detects no conflict."),
     }
-    prediction("99.handout_sample", "How many are admitted?", choices, lambda n: "ab"[n - 1])
+    sample = prediction(
+        "99.handout_sample", "How many are admitted?", choices, lambda n: ["one", "two"][n - 1]
+    )
     try:
         asked = _tagged(nbformat.v4.new_code_cell('predict("99.handout_sample")'), "predict")
         stored = _tagged(nbformat.v4.new_code_cell('predict("99.stored")'), "predict")
@@ -339,8 +341,63 @@ def test_a_predict_cell_shows_its_question_and_choices(tmp_path: Path) -> None:
         PREDICTIONS.pop("99.handout_sample")
     text = _text(page)
     assert "How many are admitted?" in text and 'class="racelab-predict"' in page
-    assert all(f"({k}) {c.text}" in text for k, c in choices.items())
+    assert all(f"({k}) {c.text}" in text for k, c in sample.choices.items())
     assert "as stored" in text  # a stored question is shown as it is
+
+
+def _reveal_cell() -> nbformat.NotebookNode:
+    """Return a stored reveal cell: the demo's printed trace, then reveal's outcome and answer."""
+    cell = nbformat.v4.new_code_cell('print(trace)\nreveal("99.sample", 2)')
+    cell.outputs = [
+        nbformat.v4.new_output("stream", name="stdout", text="A=True B=True\n"),
+        nbformat.v4.new_output(
+            "execute_result",
+            data={"text/plain": "Outcome: 2, so the answer is (c) 2: both."},
+            execution_count=1,
+        ),
+    ]
+    return cell
+
+
+def test_the_student_edition_folds_each_reveal_and_the_instructor_edition_does_not(
+    tmp_path: Path,
+) -> None:
+    path = _notebook(tmp_path, [nbformat.v4.new_markdown_cell("# Sample"), _reveal_cell()])
+    student = handouts.edition_notebook("student", [path])
+    (folded,) = [c for c in student.cells if c.cell_type == "code"]
+    (output,) = folded.outputs
+    page = output["data"]["text/html"]
+    assert page.startswith('<details class="racelab-reveal"><summary>')
+    assert " open" not in page.split(">", 1)[0]  # closed until the learner opens it
+    assert page.index("</summary>") < page.index("A=True B=True") < page.index("answer is (c)")
+    assert "answer is" not in output["data"]["text/plain"]
+    instructor = handouts.edition_notebook("instructor", [path])
+    (shown,) = [c for c in instructor.cells if c.cell_type == "code"]
+    assert [o["output_type"] for o in shown.outputs] == ["stream", "execute_result"]
+    html_page = handouts.to_html(student, "Sample")
+    assert 'details class="racelab-reveal"' in html_page and "details.racelab-reveal" in html_page
+
+
+def test_every_reveal_of_the_notebooks_is_folded_for_students() -> None:
+    notebooks = sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    student = handouts.edition_notebook("student", notebooks)
+    reveals = [c for c in student.cells if c.cell_type == "code" and "reveal(" in c.source]
+    assert len(reveals) >= 22
+    for cell in reveals:
+        shown = "".join(
+            "".join(o.get("text", "")) + "".join(o.get("data", {}).get("text/plain", ""))
+            for o in cell.outputs
+        )
+        assert "the answer is" not in shown, cell.source
+        assert all("racelab-reveal" in o["data"]["text/html"] for o in cell.outputs)
+    instructor = handouts.edition_notebook("instructor", notebooks)
+    texts = [
+        "".join(o.get("data", {}).get("text/plain", ""))
+        for c in instructor.cells
+        if c.cell_type == "code" and "reveal(" in c.source
+        for o in c.outputs
+    ]
+    assert sum("the answer is" in t for t in texts) >= 22
 
 
 def test_a_finished_progress_bars_empty_output_is_dropped(tmp_path: Path) -> None:

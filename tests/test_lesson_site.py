@@ -62,6 +62,25 @@ def test_instructor_notebook_keeps_solutions_and_inserts_the_notes() -> None:
     assert "](../workshop.md" not in notes.source  # links rewritten for notebooks/
 
 
+def _reveal_outputs(nb: nbformat.NotebookNode) -> list[list[nbformat.NotebookNode]]:
+    return [c.outputs for c in nb.cells if c.cell_type == "code" and "reveal(" in c.source]
+
+
+def test_the_learner_view_folds_each_reveal_and_the_instructor_view_keeps_it_open() -> None:
+    binder = lesson_site.binder_url(README)
+    learner = _reveal_outputs(lesson_site.view_notebook(NOTEBOOK, "learner", binder))
+    instructor = _reveal_outputs(lesson_site.view_notebook(NOTEBOOK, "instructor", binder))
+    assert len(learner) == len(instructor) >= 4
+    for outputs in learner:
+        (only,) = outputs
+        page = only["data"]["text/html"]
+        assert page.startswith('<details class="racelab-reveal"><summary>') and "answer is" in page
+        assert "answer is" not in only["data"]["text/plain"]
+    for outputs in instructor:
+        assert any("answer is" in o.get("data", {}).get("text/plain", "") for o in outputs)
+    assert "details.racelab-reveal" in lesson_site.CSS
+
+
 def test_a_readme_without_the_badge_cannot_be_launched() -> None:
     with pytest.raises(lesson_site.SiteError, match="Binder badge"):
         lesson_site.binder_url("# no badge here\n")

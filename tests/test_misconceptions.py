@@ -133,3 +133,54 @@ def test_only_the_ellipsis_means_not_answered(fresh_tries: None) -> None:
     finally:
         lab.cleanup()
         lab.close()
+
+
+# --- diagnoses computed from the run, and numbers of every type (issue 38) ----------------------
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [
+        (12, 12),
+        (12.0, 12),
+        ("numpy.int64(12)", 12),
+        ("numpy.float64(12.0)", 12),
+        ("Decimal('12')", 12),
+        ("Decimal('12.0')", 12),
+        (12.5, None),
+        ("Decimal('12.5')", None),
+        (True, None),
+        ("numpy.True_", None),
+        (float("nan"), None),
+        (float("inf"), None),
+        ("'12'", None),
+        (None, None),
+    ],
+)
+def test_a_whole_number_of_any_numeric_type_counts(value: object, expected: int | None) -> None:
+    from decimal import Decimal
+
+    import numpy
+
+    from exercises.judge import whole
+
+    if isinstance(value, str):
+        value = eval(value, {"numpy": numpy, "Decimal": Decimal})  # noqa: S307 - the table above
+    assert whole(value) == expected
+
+
+def test_a_fenced_write_that_is_already_one_step_is_told_to_look_at_what_the_step_does() -> None:
+    from exercises.ex07 import _advice
+    from helpers.instruments.schedule import Trace, TraceRow
+
+    script = "EVAL <script> 2 {ex07}:report {ex07}:report_fence"
+    rows = [
+        TraceRow(1, "A", f"{script} 1 old", "1", "{ex07}:report=old"),
+        TraceRow(2, "B", f"{script} 2 new", "1", "{ex07}:report=new"),
+    ]
+    said = _advice(Trace("AB", rows, {}), "{ex07}:report", "{ex07}:report_fence")
+    assert said.startswith("each write already ran as one step (A's EVAL")
+    assert "one script" not in said and "report=new" in said
+    two_steps = rows[:1] + [TraceRow(3, "A", "SET {ex07}:report_fence 1", "'OK'", "")] + rows[1:]
+    said = _advice(Trace("AAB", two_steps, {}), "{ex07}:report", "{ex07}:report_fence")
+    assert said == "the comparison and the write must be one step (one script)"

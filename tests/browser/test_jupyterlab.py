@@ -21,7 +21,8 @@ appear in the threaded-load cell and be gone once the run ends (the kernels get
 RACELAB_PROGRESS_AFTER_S=0, so that a load shows its bar however fast this machine runs it).
 Then 01's first ``predict`` cell is answered in its radio widget, once wrongly and once rightly,
 and its reveal cell run again: it names the wrong choice's misconception, then says "right, you
-predicted it".
+predicted it". Last, a choice followed by Shift+Enter in the widget (which runs the predict cell
+again) is kept: the widget says "committed: (x)" and the reveal judges that choice.
 
 `pytest tests` skips these tests (minutes of work); `make test-browser` and scripts/run-tests.sh
 name the folder. The browser is Debian's chromium driven by playwright (its own browser download is not needed).
@@ -606,6 +607,25 @@ def test_a_prediction_answered_wrongly_then_rightly(
         said = _rerun(revealed, f"You chose ({right[1]})")
         assert "right, you predicted it" in said, said
         revealed.screenshot(path=str(SHOTS / f"{notebook.stem}-prediction.png"))
-        _say(request.config, f"\n{name}: wrong ({wrong}) and right ({right[1]}) answers revealed")
+        # Shift+Enter with the focus still in the widget runs the predict cell again (issue 38):
+        # the choice survives, the widget says so, and the reveal judges it
+        _choose(asked, wrong)
+        prompt = asked.locator(".jp-InputPrompt")
+        before = prompt.inner_text()
+        asked.page.keyboard.press("Shift+Enter")
+        asked.page.wait_for_function(
+            "([el, old]) => el.innerText !== old && !el.innerText.includes('*')",
+            arg=[prompt.element_handle(), before],
+            timeout=STEP_TIMEOUT_MS,
+        )  # the predict cell ran again: its prompt has a new execution count
+        committed = asked.locator(".racelab-predict-committed", has_text=f"committed: ({wrong})")
+        committed.first.wait_for(timeout=STEP_TIMEOUT_MS)
+        said = _rerun(revealed, f"You chose ({wrong})")
+        assert f'the misconception "{choices[wrong].misconception}"' in said, said
+        _say(
+            request.config,
+            f"\n{name}: wrong ({wrong}) and right ({right[1]}) answers revealed; after "
+            "Shift+Enter in the widget the choice was kept",
+        )
     finally:
         _close(page, jupyterlab, notebook)

@@ -10,7 +10,9 @@ instructor view from disk and checks:
   line that only a solution cell has), while the instructor view shows them;
 - every run of cells tagged ``optional`` opens with a visible "Optional" admonition and every such
   cell is marked, in both views; every ``predict`` cell shows its question and choices;
-- each notebook's links to glossary entries are links to the glossary page's entries.
+- each notebook's links to glossary entries are links to the glossary page's entries;
+- in the learner view every reveal (the outcome and the right choice) is folded, shown on a
+  click; the instructor view shows them open.
 
 Screenshots of the learner home page and of notebook 01's page (learner, and instructor with its
 notes box and launch buttons) go to ``.browser-screenshots/``
@@ -54,6 +56,7 @@ READ_PAGE = """() => ({
   optional: [...document.querySelectorAll('.admonition.optional')]
     .filter(e => e.offsetHeight > 0).map(e => e.innerText),
   optionalCells: document.querySelectorAll(".cell.tag_optional").length,
+  folded: document.querySelectorAll("details.racelab-reveal:not([open])").length,
   text: document.body.innerText,
 })"""
 
@@ -239,6 +242,31 @@ def test_predict_cells_show_their_question_and_choices(pages: dict[str, dict[str
             assert asked.question in text, f"{path.stem}: {found[1]}'s question is not shown"
             for key, choice in asked.choices.items():
                 assert f"({key}) {choice.text}" in text, f"{path.stem}: {found[1]} lacks ({key})"
+
+
+def test_reveals_are_folded_for_learners_and_open_for_instructors(
+    site: Path, pages: dict[str, dict[str, Any]], browser: Any
+) -> None:
+    for path in sorted((REPO / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        reveals = sum(
+            c.cell_type == "code" and bool(re.search(r"^reveal\(", c.source, re.M))
+            for c in _cells(path, "learner")
+        )
+        learner = pages[f"learner/notebooks/{path.stem}.html"]
+        instructor = pages[f"instructor/notebooks/{path.stem}.html"]
+        assert learner["folded"] == reveals, (path.stem, learner["folded"], reveals)
+        assert "the answer is" not in learner["text"], f"{path.stem}: an answer shows unfolded"
+        assert instructor["folded"] == 0, f"{path.stem}: the instructor view folds a reveal"
+        assert instructor["text"].count("the answer is") >= reveals, path.stem
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto((site / "learner/notebooks/01_get_then_incr.html").as_uri(), wait_until="load")
+        folded = page.locator("details.racelab-reveal").first
+        assert "the answer is" not in folded.inner_text()
+        folded.locator("summary").click()
+        assert "the answer is" in folded.inner_text()  # one click shows it
+    finally:
+        page.close()
 
 
 def test_glossary_links_reach_the_glossary_page(pages: dict[str, dict[str, Any]]) -> None:
