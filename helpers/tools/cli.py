@@ -25,6 +25,12 @@ python -m helpers acl --learners N|NAME,NAME [--url URL] [--db N]
 python -m helpers acl --load --url ADMIN_URL
                                           # load the suite's scripts and libraries that learners
                                           # call, on every primary, checked byte for byte
+python -m helpers room --learners N|NAME,NAME [--bind ADDR] [--maxmemory SIZE] [--dir DIR]
+                                          # a small redis-server per learner (helpers.tools.room),
+                                          # set up as a shared server is; one URL each
+python -m helpers room --status|--stop [--dir DIR]
+                                          # each server's memory, clients and slowest command; or
+                                          # stop exactly the servers the room started (their pids)
 python -m helpers sweep [--url ADMIN_URL] # remove every key of runs whose heartbeat expired
                                           # (a killed kernel's); default URL: $REDIS_URL
 python -m helpers doctor                  # can this machine run the workshop? a checklist, each
@@ -53,7 +59,7 @@ from helpers.backend.server import (
     server_description,
 )
 from helpers.backend.urls import MalformedURL, redacted, url_options
-from helpers.tools import acl, doctor, foreign
+from helpers.tools import acl, doctor, foreign, room
 
 
 def _admin(node: RedisServer, password: str, db: int = 0) -> redis.Redis:
@@ -279,6 +285,40 @@ def _print_acl(options: list[str]) -> int:
     return 0
 
 
+def _room(options: list[str]) -> int:
+    """python -m helpers room --learners N | --status | --stop: a server per learner."""
+    action = [o for o in options if o in ("--status", "--stop")]
+    rest = [o for o in options if o not in action]
+    values = dict(zip(rest[::2], rest[1::2]))
+    allowed = {"--dir"} if action else {"--dir", "--learners", "--bind", "--maxmemory"}
+    if (
+        len(action) > 1
+        or len(rest) % 2
+        or set(values) - allowed
+        or not (action or values.get("--learners"))
+    ):
+        print(__doc__, file=sys.stderr)
+        return 2
+    root = Path(values.get("--dir", room.DEFAULT_DIR))
+    try:
+        if action == ["--stop"]:
+            print("\n".join(room.stop_room(root)))
+        elif action == ["--status"]:
+            print("\n".join(room.status_line(s) for s in room.load_state(root)))
+        else:
+            seats = room.start_room(
+                acl.learner_names(values["--learners"]),
+                root,
+                host=values.get("--bind", "127.0.0.1"),
+                maxmemory=values.get("--maxmemory", room.MAXMEMORY),
+            )
+            print(room.started_text(seats, root))
+    except (ValueError, room.RoomError, ServerNotFound) as exc:
+        print(f"racelab: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["find"]:
         try:
@@ -293,6 +333,8 @@ def main(argv: list[str]) -> int:
         return _print_acl(argv[1:])
     if argv[:1] == ["sweep"]:
         return _sweep(argv[1:])
+    if argv[:1] == ["room"]:
+        return _room(argv[1:])
     if argv == ["doctor"]:
         return doctor.main()
     if argv[:1] == ["run"] and "--" in argv:
