@@ -59,6 +59,7 @@ from helpers.backend.namespace import (
     SHARED_USER,
     SUITE_PREFIX,
 )
+from helpers.backend.runs import LEASE_KEY
 from helpers.errors import RaceLabError
 from luaload import is_library, library_name, lua_source, names
 
@@ -241,6 +242,10 @@ _LEARNER_GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
         "characters, none '@' (lock:...), one pattern per length: this learner's, nobody else's",
     ),
     (("resetchannels",), "no pub/sub channels"),
+    (
+        (f"%R~{LEASE_KEY}",),
+        "read (only) the instructor's bound on a run's lease (acl --load writes it)",
+    ),
     (
         ("-@all", "+@read", "+@write", "+@keyspace", "+@transaction", "+@connection"),
         "read and write data, MULTI/EXEC/WATCH, the connection's own commands",

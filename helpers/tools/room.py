@@ -29,6 +29,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from helpers.backend.runs import DEFAULT_LEASE_S, set_instructor_lease
 from helpers.backend.server import PROJECT_ROOT, find_binary, free_port, server_description
 from helpers.errors import RaceLabError
 from helpers.tools import acl
@@ -166,10 +167,11 @@ def _answers(seat: Seat) -> bool:
 
 
 def _prepare(seat: Seat) -> None:
-    """Give seat's server its learner's user and the suite's scripts and libraries."""
+    """Give seat's server its learner's user, the suite's scripts and libraries, the lease bound."""
     with seat.admin(timeout=10.0) as admin:
         acl.apply_learners([admin], {seat.learner: seat.password})
         acl.load([admin])
+        set_instructor_lease(admin, DEFAULT_LEASE_S)
 
 
 def start_seat(learner: str, root: Path, binary: Path, host: str, maxmemory: str) -> Seat:
