@@ -112,8 +112,8 @@ bench-reference: $(STAMP) ## Refresh only the reference figures notebooks plot (
 	$(PY) -m benchmarks reference
 
 N ?= 10
-workshop-sim: $(STAMP) ## Not for CI at N=10: N learners (N=10) run 00-03 at once on one shared real Redis, each as their own user
-	$(PY) scripts/workshop_sim.py --learners $(N)
+workshop-sim: $(STAMP) ## Not for CI at N=10: N learners (N=10) run 00-03 at once on one shared real Redis, each as their own user (HOSTILE=1: one more attacks; ROOM=1: a server each)
+	$(PY) scripts/workshop_sim.py --learners $(N) $(if $(HOSTILE),--hostile) $(if $(ROOM),--room)
 
 room: $(LEARNER_STAMP) ## A small redis-server per learner (N=10) on loopback, each learner's URL printed; make redis first
 	$(PY) -m helpers room --learners $(N)
