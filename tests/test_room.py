@@ -177,3 +177,13 @@ def test_the_workshop_page_says_how_to_run_a_room_and_when() -> None:
     assert f"`maxmemory` {room.MAXMEMORY[:-2]} MB" in section
     makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
     assert "-m helpers room --learners $(N)" in makefile and "-m helpers room --stop" in makefile
+
+
+def test_without_a_server_binary_room_says_so_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("RACELAB_REDIS_SERVER", "none")  # a machine without Redis
+    assert main(["room", "--learners", "2", "--dir", str(tmp_path)]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("racelab: no redis-server >= 8.4") and err.count("\n") == 1
+    assert not room.state_path(tmp_path).exists()
