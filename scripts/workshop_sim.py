@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -53,15 +54,17 @@ ADMIN = "instructor"
 CELL_TIMEOUT_S = 900  # per cell: ten kernels share two cores
 HOSTILE = "hostile"
 HOSTILE_WAIT_S = 20.0  # the others are into their notebooks by then
-# What a failed learner's log says -> the documented Redis limit that stopped the cell.
+# What a failed learner's log says (an exception's line, not code in a traceback) -> the
+# documented Redis limit that stopped the cell.
 LIMITS = {
-    "OutOfMemoryError": "maxmemory (noeviction): the server was full",
-    "max number of clients": "maxclients: the server took no more connections",
-    "BUSY": "a script ran past busy-reply-threshold",
-    "NoReply": "a command kept the server busy past the client's reply timeout",
-    "TooManyConnections": "the suite's share of maxclients",
-    "ValueTooLarge": "proto-max-bulk-len",
+    "OutOfMemoryError: ": "maxmemory (noeviction): the server was full",
+    "max number of clients reached": "maxclients: the server took no more connections",
+    "BUSY Redis is busy": "a script ran past busy-reply-threshold",
+    "NoReply: ": "a command kept the server busy past the client's reply timeout",
+    "TooManyConnections: ": "the suite's share of maxclients",
+    "ValueTooLarge: ": "proto-max-bulk-len",
 }
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # nbval colours its tracebacks
 
 
 @dataclass
@@ -310,12 +313,12 @@ def start_hostile(hostile: Learner, logs: Path, wait: float) -> subprocess.Popen
 
 def limits_named(learner: Learner) -> list[str]:
     """Return, for a failed learner, each documented limit its log names and the cell it stopped."""
-    lines = learner.log.read_text().splitlines() if learner.log else []
+    text = ANSI.sub("", learner.log.read_text()) if learner.log else ""
     found = []
     for marker, limit in LIMITS.items():
-        hits = [line for line in lines if marker in line]
+        hits = [line.strip() for line in text.splitlines() if marker in line]
         if hits:
-            found.append(f"{limit} ({marker}, {len(hits)} lines; first: {hits[0].strip()[:100]})")
+            found.append(f"{limit} ({len(hits)} lines; first: {hits[0][:100]})")
     return found
 
 

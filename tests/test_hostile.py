@@ -85,10 +85,13 @@ def test_a_failed_learners_log_names_the_limit_that_stopped_it(tmp_path: Path) -
     sim = _workshop_sim()
     log = tmp_path / "learner03.log"
     log.write_text(
-        "cell 12\nredis.exceptions.OutOfMemoryError: command not allowed when used memory > "
-        "'maxmemory'.\nok\n"
+        "cell 12\n\x1b[31mOutOfMemoryError\x1b[39m: command not allowed when used memory > "
+        "'maxmemory'.\n    except NoReply:\nok\n"
     )
     named = sim.limits_named(sim.Learner("learner03", "redis://x", returncode=1, log=log))
-    assert len(named) == 1 and named[0].startswith("maxmemory (noeviction)")
+    assert named == [
+        "maxmemory (noeviction): the server was full (1 lines; first: OutOfMemoryError: command "
+        "not allowed when used memory > 'maxmemory'.)"
+    ]  # the code line naming NoReply in a traceback is no finding
     log.write_text("all fine\n")
     assert sim.limits_named(sim.Learner("learner03", "redis://x", returncode=1, log=log)) == []
