@@ -65,6 +65,7 @@ LIMITS = {
     "ValueTooLarge: ": "proto-max-bulk-len",
 }
 ANSI = re.compile(r"\x1b\[[0-9;]*m")  # nbval colours its tracebacks
+SECTION = re.compile(r"^_{3,} (\S+::Cell \d+) _{3,}$", re.M)  # pytest's header of one failure
 
 
 @dataclass
@@ -312,13 +313,14 @@ def start_hostile(hostile: Learner, logs: Path, wait: float) -> subprocess.Popen
 
 
 def limits_named(learner: Learner) -> list[str]:
-    """Return, for a failed learner, each documented limit its log names and the cell it stopped."""
+    """Return, for a failed learner, each failed cell and the documented limits its error names."""
     text = ANSI.sub("", learner.log.read_text()) if learner.log else ""
+    parts = SECTION.split(text)  # text before, then (cell, its traceback) pairs
+    sections = list(zip(parts[1::2], parts[2::2])) or [("the log", text)]
     found = []
-    for marker, limit in LIMITS.items():
-        hits = [line.strip() for line in text.splitlines() if marker in line]
-        if hits:
-            found.append(f"{limit} ({len(hits)} lines; first: {hits[0][:100]})")
+    for cell, body in sections:
+        limits = [limit for marker, limit in LIMITS.items() if marker in body]
+        found.append(f"{cell.split('/')[-1]}: {'; '.join(limits) or 'no documented limit named'}")
     return found
 
 
@@ -369,8 +371,8 @@ def report(
         )
     for learner in others:
         if learner.returncode != 0:
-            named = limits_named(learner) or ["no documented limit named in its log"]
-            print(f"workshop-sim: {learner.name} stopped by: " + "; ".join(named))
+            for line in limits_named(learner):
+                print(f"workshop-sim: {learner.name} stopped at {line}")
     return passed == len(others) and setup.learners[0].returncode == 0
 
 

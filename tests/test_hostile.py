@@ -81,17 +81,21 @@ def _workshop_sim() -> ModuleType:
     return module
 
 
-def test_a_failed_learners_log_names_the_limit_that_stopped_it(tmp_path: Path) -> None:
+def test_a_failed_learners_log_names_the_limit_that_stopped_each_cell(tmp_path: Path) -> None:
     sim = _workshop_sim()
     log = tmp_path / "learner03.log"
     log.write_text(
-        "cell 12\n\x1b[31mOutOfMemoryError\x1b[39m: command not allowed when used memory > "
-        "'maxmemory'.\n    except NoReply:\nok\n"
+        "..F\n____ notebooks/01_get_then_incr.ipynb::Cell 7 ____\n"
+        "\x1b[31mOutOfMemoryError\x1b[39m: command not allowed when used memory > 'maxmemory'.\n"
+        "____ notebooks/02_blind_del.ipynb::Cell 17 ____\n    except NoReply:\n"
+        "ConnectionError: max number of clients reached\n"
+        "____ notebooks/02_blind_del.ipynb::Cell 20 ____\nAssertionError\n"
     )
-    named = sim.limits_named(sim.Learner("learner03", "redis://x", returncode=1, log=log))
-    assert named == [
-        "maxmemory (noeviction): the server was full (1 lines; first: OutOfMemoryError: command "
-        "not allowed when used memory > 'maxmemory'.)"
-    ]  # the code line naming NoReply in a traceback is no finding
+    learner = sim.Learner("learner03", "redis://x", returncode=1, log=log)
+    assert sim.limits_named(learner) == [
+        "01_get_then_incr.ipynb::Cell 7: maxmemory (noeviction): the server was full",
+        "02_blind_del.ipynb::Cell 17: maxclients: the server took no more connections",
+        "02_blind_del.ipynb::Cell 20: no documented limit named",
+    ]  # a code line naming NoReply in a traceback is no finding
     log.write_text("all fine\n")
-    assert sim.limits_named(sim.Learner("learner03", "redis://x", returncode=1, log=log)) == []
+    assert sim.limits_named(learner) == ["the log: no documented limit named"]

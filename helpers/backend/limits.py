@@ -68,6 +68,6 @@ def check_bulk(args: Sequence[Any]) -> None:
         if size > MAX_BULK_BYTES:
             raise ValueTooLarge(
                 f"refusing to send a {size:,}-byte argument: over proto-max-bulk-len "
-                f"({_MAX_BULK_TEXT}, {MAX_BULK_BYTES:,} bytes), the shared server would reset "
+                f"({_MAX_BULK_TEXT}, {MAX_BULK_BYTES:,} bytes), where the server would reset "
                 "the connection; keep each value under it"
             )
