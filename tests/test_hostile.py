@@ -8,6 +8,7 @@ settings, the learner's own user), holding each attack 0.2 s instead of 5. The s
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -52,7 +53,8 @@ def _attacks(url: str) -> dict[str, str]:
 def test_every_attack_is_refused_or_bounded(seat: room.Seat) -> None:
     found = _attacks(seat.url)
     assert len(found) == 7, found
-    assert "ConnectionError" in found["unbounded_count"]  # the output buffer limit closed it
+    # closed by the output buffer limit, or (with the allow-list ACL) refused before it ran
+    assert re.search(r"ConnectionError|NoPermissionError", found["unbounded_count"])
     assert float(found["unbounded_count"].split(" took ")[1].split(" s")[0]) < 5
     assert "the server closed the connection" in found["unread_replies"]
     assert "OutOfMemoryError" in found["memory_fill"]
@@ -67,7 +69,7 @@ def test_every_attack_is_refused_or_bounded(seat: room.Seat) -> None:
     with seat.admin() as admin:
         assert admin.ping() and admin.dbsize() == 1  # only the instructor's racelab:#lease left
         stats = admin.info("stats")
-    assert stats["client_output_buffer_limit_disconnections"] >= 2  # SRANDMEMBER, GETRANGE x100
+    assert stats["client_output_buffer_limit_disconnections"] >= 1  # the 100 unread GETs
 
 
 def _workshop_sim() -> ModuleType:
