@@ -7,8 +7,8 @@ runs, is held for ``--hold`` seconds where it holds something (memory, buffers, 
 undone, and prints one line ``hostile: <attack>: <what happened>``:
 
 * an unbounded count: SRANDMEMBER of a one-member set of one's own with count -150,000,000;
-* unread replies: 100 GETs of a 16 MB value of one's own, on a socket that reads nothing (the
-  issue's GETRANGE ... 0 -1 sends the same bytes back);
+* unread replies: 100 GETRANGE ... 0 -1 (a copy each) and then 100 GETs (Redis 8 may send the
+  value itself) of a 16 MB value of one's own, on a socket that reads nothing;
 * a memory fill: one's own keys, 4 MB each, until the server refuses (OOM);
 * a connection flood through the suite's API (``run_clients`` with 2,000 clients), then through
   raw sockets (as many as the server takes, up to 3,000);
@@ -85,31 +85,47 @@ def _command(*args: bytes) -> bytes:
 
 
 def unread_replies(lab: Lab, hold: float) -> str:
-    """100 GETs of a 16 MB value of one's own, never read, held for hold seconds."""
+    """100 GETRANGE (then GET) of a 16 MB value of one's own, never read, each held hold seconds."""
     key = lab.key("big")
     with _raw(lab.url or "") as raw:
         raw.set(key, b"x" * BIG)
-    sock = _auth_socket(lab.url or "")
-    try:
-        sock.sendall(_command(b"GET", key.encode()) * 100)
-        time.sleep(hold)
-        sock.settimeout(1)
-        closed = _closed(sock)
-    finally:
-        sock.close()
-    return f"100 unread 16 MB replies held {hold:g} s: the server {'closed' if closed else 'kept'} the connection"
+    found = []
+    for command in ((b"GETRANGE", key.encode(), b"0", b"-1"), (b"GET", key.encode())):
+        sock = _auth_socket(lab.url or "")
+        try:
+            sock.sendall(_command(*command) * 100)
+            time.sleep(hold)
+            found.append(f"{command[0].decode()} x100: {_fate(sock)}")
+        finally:
+            sock.close()
+    return f"unread 16 MB replies held {hold:g} s: " + "; ".join(found)
 
 
-def _closed(sock: socket.socket) -> bool:
-    """Return True if the server closed sock (reads reach its end within a few seconds)."""
+def _fate(sock: socket.socket) -> str:
+    """Return what became of a connection whose replies were not read: refused, closed or kept."""
+    sock.settimeout(2)
     try:
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            if not sock.recv(2**20):
-                return True
-    except OSError:
-        return True
-    return False
+        first = sock.recv(256)
+    except TimeoutError:
+        return "kept, nothing sent"
+    except OSError as exc:
+        return f"closed by the server ({type(exc).__name__})"
+    if not first:
+        return "closed by the server"
+    if first.startswith(b"-"):
+        return "refused: " + first.split(b"\r\n", 1)[0].decode(errors="replace")[:80]
+    read = len(first)
+    try:
+        while read < 64 * 2**20:  # a few replies' worth: the server still sends them
+            chunk = sock.recv(2**20)
+            if not chunk:
+                return f"closed by the server after {read / 2**20:.0f} MB"
+            read += len(chunk)
+    except TimeoutError:
+        return f"kept open, {read / 2**20:.0f} MB sent"
+    except OSError as exc:
+        return f"closed by the server ({type(exc).__name__})"
+    return "kept open, the replies still coming"
 
 
 def memory_fill(lab: Lab, hold: float) -> str:

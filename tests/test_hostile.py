@@ -56,7 +56,11 @@ def test_every_attack_is_refused_or_bounded(seat: room.Seat) -> None:
     # closed by the output buffer limit, or (with the allow-list ACL) refused before it ran
     assert re.search(r"ConnectionError|NoPermissionError", found["unbounded_count"])
     assert float(found["unbounded_count"].split(" took ")[1].split(" s")[0]) < 5
-    assert "the server closed the connection" in found["unread_replies"]
+    # GETRANGE copies the value into each reply: the output buffer limit closes the connection,
+    # or the allow-list ACL refuses GETRANGE; GET may send the value itself (Redis 8), no copy
+    assert re.search(
+        r"GETRANGE x100: (closed by the server|refused: -NOPERM)", found["unread_replies"]
+    )
     assert "OutOfMemoryError" in found["memory_fill"]
     assert "TooManyConnections" in found["suite_flood"]
     assert "ConnectionRefusedError" in found["socket_flood"]  # maxclients, on this server only
@@ -68,8 +72,7 @@ def test_every_attack_is_refused_or_bounded(seat: room.Seat) -> None:
     )
     with seat.admin() as admin:
         assert admin.ping() and admin.dbsize() == 1  # only the instructor's racelab:#lease left
-        stats = admin.info("stats")
-    assert stats["client_output_buffer_limit_disconnections"] >= 1  # the 100 unread GETs
+        assert int(admin.info("memory")["used_memory"]) < 16 * 2**20  # every buffer let go
 
 
 def _workshop_sim() -> ModuleType:
