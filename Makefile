@@ -20,7 +20,7 @@ INSTALL     := $(if $(filter pip,$(INSTALLER)),$(PIP_INSTALL),$(UV_INSTALL))
 NBVAL  := --nbval --nbval-cell-timeout=120 --nbval-sanitize-with tests/nbval-sanitize.cfg
 
 .DEFAULT_GOAL := help
-.PHONY: help venv learner lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference timing workshop-sim learner-commands fuzz-explorer notebooks sync-notebooks record handouts site clean
+.PHONY: help venv learner lock upgrade check format lab test test-unit test-browser test-notebooks test-matrix other-servers soak redis bench bench-reference timing workshop-sim learner-commands room room-status room-stop fuzz-explorer notebooks sync-notebooks record handouts site clean
 
 help: ## Show this help
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -121,8 +121,17 @@ bench-reference: $(STAMP) ## Refresh only the reference figures notebooks plot (
 	$(PY) -m benchmarks reference
 
 N ?= 10
-workshop-sim: $(STAMP) ## Not for CI at N=10: N learners (N=10) run 00-03 at once on one shared real Redis, each as their own user
-	$(PY) scripts/workshop_sim.py --learners $(N)
+workshop-sim: $(STAMP) ## Not for CI at N=10: N learners (N=10) run 00-03 at once on one shared real Redis, each as their own user (HOSTILE=1: one more attacks; ROOM=1: a server each)
+	$(PY) scripts/workshop_sim.py --learners $(N) $(if $(HOSTILE),--hostile) $(if $(ROOM),--room)
+
+room: $(LEARNER_STAMP) ## A small redis-server per learner (N=10) on loopback, each learner's URL printed; make redis first
+	$(PY) -m helpers room --learners $(N)
+
+room-status: $(LEARNER_STAMP) ## Each room server's used memory, clients and slowest command
+	$(PY) -m helpers room --status
+
+room-stop: $(LEARNER_STAMP) ## Stop exactly the servers make room started (by their recorded pids)
+	$(PY) -m helpers room --stop
 
 learner-commands: $(STAMP) ## Record the commands notebooks 00-03 send as a learner into helpers/tools/learner_commands.txt (CHECK=1 compares)
 	$(PY) scripts/learner_commands.py $(if $(CHECK),--check)

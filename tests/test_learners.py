@@ -342,6 +342,10 @@ def test_the_workshop_page_gives_the_settings_the_command_prints() -> None:
         if name == "maxclients":
             assert int(value) - acl.CONNECTIONS_PER_LEARNER == 32
             assert f"{acl.CONNECTIONS_PER_LEARNER} per learner + 32" in section
+        elif name == "maxmemory-clients":
+            assert value == "67mb" and acl.server_settings(30)[-1][1] == "125mb"
+            assert "64 MB + 32 KB per connection of `maxclients`" in section
+            assert "(2 MB per learner + 1 MB: `125mb` for 30)" in section
         else:
             assert f"| `{name}` | `{value}`" in section, name
     assert "python -m helpers acl --load" in section and "python -m helpers sweep" in section

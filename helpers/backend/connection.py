@@ -6,8 +6,9 @@ the client's ``Wiring`` (``helpers.backend.modes``), which the pool hands to eac
 the keyword argument ``racelab_wiring``. For every command, in this order:
 
 1. **guard** (``Wiring.guarded``, a server the suite does not own): refused before it is packed or
-   written if it reaches beyond the run's keys (``helpers.backend.guard``); hand-packed bytes are
-   read back into commands first, and refused if they are not plain RESP arrays;
+   written if it reaches beyond the run's keys (``helpers.backend.guard``) or carries an argument
+   over ``proto-max-bulk-len`` (``helpers.backend.limits``); hand-packed bytes are read back into
+   commands first, and refused if they are not plain RESP arrays;
 2. **mode** (``Wiring.mode``): the round trip is counted, and waits if the mode says so (think,
    lockstep, or a schedule's gate, ``helpers.instruments.schedule``);
 3. **delay** (``Wiring.rtt_s``): the client's network delay is waited;
@@ -42,6 +43,7 @@ from helpers.backend.guard import (
     packed_commands,
     server_of,
 )
+from helpers.backend.limits import check_bulk
 from helpers.backend.modes import Command, Wiring
 from helpers.backend.urls import redacted
 from helpers.errors import RaceLabError
@@ -168,6 +170,7 @@ class LabConnection(_Transport):
         if not self.wiring.guarded:
             return
         for args in commands:
+            check_bulk(args)  # proto-max-bulk-len: the server would reset the connection
             check_command(args, owned=False)
             check_library_change(args, self._library_code, where=server_of(self.options))
 

@@ -13,6 +13,12 @@ stops the heartbeat, so its alive key expires on the server's own clock one leas
 then UNLINKs every key that run owns (``Namespace.cleanup``: under its prefix, or a library's head
 and then the prefix, such as ``lock:<prefix>job``) and the record. A run whose heartbeat lives is never
 touched; a key under ``racelab:`` that no record names (somebody's look-alike) neither.
+
+**The instructor owns the lease.** ``python -m helpers acl --load`` (and ``room``) writes the
+longest lease a run may have into ``racelab:#lease`` (seconds; learners may only read it). A run
+beats with the shorter of its own ``RACELAB_LEASE_S`` and that bound, and a sweep (bound:
+``--max-lease``, else that key) first cuts every alive key's TTL down to the bound
+(``PEXPIRE ... LT``), so a lease set longer, by the suite or by hand, ends at the bound anyway.
 ``<owner>`` is ``racelab:`` or a learner's ``racelab:@<learner>:``, inside the learner's key
 pattern; ``#`` cannot occur in a notebook name, so a record never lies under a run's prefix.
 """
@@ -31,24 +37,44 @@ from helpers.backend.namespace import SUITE_PREFIX, Namespace, escape_glob
 
 LEASE_VARIABLE = "RACELAB_LEASE_S"
 DEFAULT_LEASE_S = 600.0
+LONGEST_LEASE_S = 86_400.0
+LEASE_KEY = f"{SUITE_PREFIX}:#lease"  # the instructor's bound, in seconds (acl --load writes it)
 _RECORD = re.compile(
     rf"^{SUITE_PREFIX}:(?:@(?P<learner>[A-Za-z0-9_-]{{1,32}}):)?#run:"
     r"(?P<notebook>[A-Za-z0-9_.-]{1,64}):(?P<run>[A-Za-z0-9_.-]{1,64})$"
 )
 
 
-def lease_s() -> float:
-    """Return the heartbeat lease in seconds: RACELAB_LEASE_S (0.5 to 86,400), 600 by default."""
-    raw = os.environ.get(LEASE_VARIABLE, "")
-    if not raw:
-        return DEFAULT_LEASE_S
+def checked_lease(raw: str, what: str = LEASE_VARIABLE) -> float:
+    """Return raw as a lease in seconds; ValueError unless it is 0.5 to 86,400."""
     try:
         value = float(raw)
     except ValueError:
         value = -1.0
-    if not 0.5 <= value <= 86_400:
-        raise ValueError(f"{LEASE_VARIABLE} must be 0.5 to 86400 seconds, got {raw!r}")
+    if not 0.5 <= value <= LONGEST_LEASE_S:
+        raise ValueError(f"{what} must be 0.5 to 86400 seconds, got {raw!r}")
     return value
+
+
+def lease_s(bound: float | None = None) -> float:
+    """Return the heartbeat lease in seconds: RACELAB_LEASE_S (600 by default), at most bound."""
+    raw = os.environ.get(LEASE_VARIABLE, "")
+    own = checked_lease(raw) if raw else DEFAULT_LEASE_S
+    return own if bound is None else min(own, bound)
+
+
+def instructor_lease(client: Any) -> float | None:
+    """Return the instructor's bound on a lease (LEASE_KEY), None if none is set or readable."""
+    try:
+        raw = client.get(LEASE_KEY)
+        return checked_lease(_text(raw), LEASE_KEY) if raw is not None else None
+    except (redis.ResponseError, ValueError):
+        return None  # a user the ACL keeps from it, or a value nobody should trust
+
+
+def set_instructor_lease(client: Any, seconds: float) -> None:
+    """Write the longest lease a run may have (the instructor's; ValueError outside 0.5-86,400 s)."""
+    client.set(LEASE_KEY, f"{checked_lease(str(seconds), 'the longest lease'):g}")
 
 
 def record_key(ns: Namespace) -> str:
@@ -65,7 +91,8 @@ class Heartbeat:
     """Keeps one run's alive key from expiring while the run lives; stop() removes the record."""
 
     def __init__(self, client: Any, ns: Namespace, lease: float | None = None) -> None:
-        self.ns, self.lease = ns, lease if lease is not None else lease_s()
+        self.ns = ns
+        self.lease = lease if lease is not None else lease_s(instructor_lease(client))
         self._client = client  # its own connections: never counted as a run's round trips
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name=f"racelab-heartbeat-{ns.run_id}")
@@ -124,11 +151,13 @@ def _text(key: Any) -> str:
     return key.decode("utf-8", "replace") if isinstance(key, bytes) else key
 
 
-def sweep(client: Any) -> list[str]:
+def sweep(client: Any, max_lease: float | None = None) -> list[str]:
     """UNLINK every key each run whose heartbeat has expired owns, and its record; return their prefixes.
 
-    client must be allowed to SCAN (the administrator): a learner user is not.
+    Every alive key's TTL is first cut down to max_lease (default: the instructor's LEASE_KEY;
+    neither: no bound). client must be allowed to SCAN (the administrator): a learner user is not.
     """
+    bound = max_lease if max_lease is not None else instructor_lease(client)
     swept = []
     pattern = escape_glob(f"{SUITE_PREFIX}:") + "*#run:*"
     for key in sorted(client.scan_iter(match=pattern, count=1000)):
@@ -136,8 +165,12 @@ def sweep(client: Any) -> list[str]:
         if not found:
             continue  # not a record of the suite's (a look-alike)
         ns = Namespace(found["notebook"], found["run"], learner=found["learner"] or "")
-        if _text(client.get(key) or b"") != ns.prefix or client.exists(alive_key(ns)):
-            continue  # not ours, or its owner still beats
+        if _text(client.get(key) or b"") != ns.prefix:
+            continue  # not ours
+        if bound is not None:  # LT: a longer TTL is cut to the bound, a shorter one kept
+            client.pexpire(alive_key(ns), max(1, int(bound * 1000)), lt=True)
+        if client.exists(alive_key(ns)):
+            continue  # its owner still beats
         ns.cleanup(client)  # its prefix's keys, and a library's lock:<prefix>... (Namespace.owns)
         client.unlink(key)
         swept.append(ns.prefix)

@@ -61,6 +61,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from helpers.backend.limits import check_connections
 from helpers.errors import RaceLabError
 from helpers.instruments import dpor
 from helpers.instruments import faults as fault_steps
@@ -411,6 +412,7 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
         raise RaceDefinitionError("explore needs the race's invariant")
     lab, actors, kinds, bound = spec.lab, spec.actors, options.faults, options.max_faults or 0
     clients = [n for n, fn in actors.items() if not isinstance(fn, Clock)]
+    check_connections(lab, len(clients), f"explore with {len(clients)} actors")
     budget_s = options.budget_s
     with (
         _collect_between_replays(),

@@ -39,6 +39,7 @@ from typing import Any
 
 import redis
 
+from helpers.backend.limits import check_connections
 from helpers.backend.modes import (
     ClientStats,
     Lockstep,
@@ -411,6 +412,7 @@ def run_clients(
     if inputs is not None:
         clients, iterations = workload_shape(inputs)
     _check_run(clients, iterations, mode, think_s, timeout)
+    check_connections(lab, clients, f"run_clients(clients={clients})")
     stop = threading.Event()
     redis_clients: list[Any] = []
     try:
@@ -601,6 +603,7 @@ def run_processes(
             "lockstep rounds are kept between threads: use run_clients for mode='lockstep'"
         )
     _check_run(clients, iterations, mode, think_s, timeout)
+    check_connections(lab, clients, f"run_processes(clients={clients})")
     mp = multiprocessing.get_context("fork")
     barrier, stop, queue = mp.Barrier(clients), mp.Event(), mp.Queue()
     procs = [

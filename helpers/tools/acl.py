@@ -53,6 +53,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 import redis
 
 from helpers.backend.guard import library_functions
+from helpers.backend.limits import CONNECTIONS_PER_LEARNER
 from helpers.backend.namespace import (
     HEAD_SEPARATORS,
     LEARNER_NAME,
@@ -60,6 +61,7 @@ from helpers.backend.namespace import (
     SHARED_USER,
     SUITE_PREFIX,
 )
+from helpers.backend.runs import LEASE_KEY
 from helpers.errors import RaceLabError
 from luaload import is_library, library_name, lua_source, names
 
@@ -243,6 +245,10 @@ _LEARNER_GROUPS: tuple[tuple[tuple[str, ...], str], ...] = (
     ),
     (("resetchannels",), "no pub/sub channels"),
     (
+        (f"%R~{LEASE_KEY}",),
+        "read (only) the instructor's bound on a run's lease (acl --load writes it)",
+    ),
+    (
         ("-@all", "+{command}"),
         "exactly the commands notebooks 00-03 send as a learner, recorded (learner_commands.txt, "
         "make learner-commands): none with an unbounded count they do not use (SRANDMEMBER, SORT)",
@@ -374,7 +380,13 @@ def apply_learners(
     return count
 
 
-CONNECTIONS_PER_LEARNER = 64  # 03's optional 50-worker load, a notebook's clients, a restart
+OUTPUT_BUFFER_LIMIT = "normal 32mb 8mb 10"  # hard, soft, seconds over soft
+
+
+def clients_memory_mb(learners: int) -> int:
+    """Return maxmemory-clients in MB: 64 MB (a few values of proto-max-bulk-len in flight) and
+    32 KB per connection maxclients allows (an idle connection takes 17-34 KB on Redis 8.6)."""
+    return 64 + -(-32 * (CONNECTIONS_PER_LEARNER * learners + 32) // 1024)
 
 
 def server_settings(learners: int) -> list[tuple[str, str, str]]:
@@ -389,7 +401,23 @@ def server_settings(learners: int) -> list[tuple[str, str, str]]:
             "from the start: a full server refuses new connections, never drops an open one",
         ),
         ("proto-max-bulk-len", "16mb", "no single value over 16 MB (the suite's largest are KBs)"),
+        (
+            "client-output-buffer-limit",
+            OUTPUT_BUFFER_LIMIT,
+            "a client whose unread replies pass 32 MB, or 8 MB for 10 s, is disconnected",
+        ),
+        (
+            "maxmemory-clients",
+            f"{clients_memory_mb(learners)}mb",
+            "all clients' buffers together; past it the largest clients are disconnected, so "
+            "used_memory stays within maxmemory plus this",
+        ),
     ]
+
+
+def _config_value(value: str) -> str:
+    """Return a CONFIG SET value as redis-cli needs it: quoted if it has spaces."""
+    return f'"{value}"' if " " in value else value
 
 
 def explain_learners(
@@ -400,9 +428,12 @@ def explain_learners(
         "# Many learners on one server. As the administrator (redis-cli), on EVERY node of a cluster:",
         "# 1. The server's settings (CONFIG SET now, and the same lines in redis.conf):",
         *[
-            f"CONFIG SET {name} {value}    # {why}"
+            f"CONFIG SET {name} {_config_value(value)}    # {why}"
             for name, value, why in server_settings(len(passwords))
         ],
+        f"# Each learner's share of maxclients: {CONNECTIONS_PER_LEARNER} connections. The suite "
+        "refuses one call (run_clients,",
+        "# Race.load, explore) that would open more, and any value over proto-max-bulk-len.",
         "# 2. The suite's scripts and libraries, loaded once and checked byte for byte:",
         "#      python -m helpers acl --load --url redis://default:ADMIN_PASSWORD@HOST:6379/0",
         "# 3. One user per learner (ACL SAVE keeps them, with an aclfile). Each may touch only its",

@@ -22,11 +22,21 @@ python -m helpers acl --learners N|NAME,NAME [--url URL] [--db N]
                                           # one user per learner (keys with racelab:@<learner>:,
                                           # only the suite's scripts and functions), the server
                                           # settings, and each learner's REDIS_URL
-python -m helpers acl --load --url ADMIN_URL
+python -m helpers acl --load --url ADMIN_URL [--max-lease S]
                                           # load the suite's scripts and libraries that learners
-                                          # call, on every primary, checked byte for byte
-python -m helpers sweep [--url ADMIN_URL] # remove every key of runs whose heartbeat expired
-                                          # (a killed kernel's); default URL: $REDIS_URL
+                                          # call, on every primary, checked byte for byte; and the
+                                          # longest lease a run may have (600 s by default)
+python -m helpers room --learners N|NAME,NAME [--bind ADDR] [--maxmemory SIZE] [--dir DIR]
+                                          # a small redis-server per learner (helpers.tools.room),
+                                          # set up as a shared server is; one URL each
+python -m helpers room --status|--stop [--dir DIR]
+                                          # each server's memory, clients and slowest command; or
+                                          # stop exactly the servers the room started (their pids)
+python -m helpers sweep [--url ADMIN_URL] [--max-lease S]
+                                          # remove every key of runs whose heartbeat expired
+                                          # (a killed kernel's), first cutting every lease to the
+                                          # bound (--max-lease, else acl --load's); default URL:
+                                          # $REDIS_URL
 python -m helpers doctor                  # can this machine run the workshop? a checklist, each
                                           # problem with its fix; exits 1 only when the core
                                           # session is blocked (helpers.tools.doctor)
@@ -42,7 +52,13 @@ from pathlib import Path
 
 import redis
 
-from helpers.backend.runs import sweep
+from helpers.backend.runs import (
+    DEFAULT_LEASE_S,
+    LEASE_KEY,
+    checked_lease,
+    set_instructor_lease,
+    sweep,
+)
 from helpers.backend.server import (
     BINARY_VARIABLE,
     RedisClusterServer,
@@ -53,7 +69,7 @@ from helpers.backend.server import (
     server_description,
 )
 from helpers.backend.urls import MalformedURL, redacted, url_options
-from helpers.tools import acl, doctor, foreign
+from helpers.tools import acl, doctor, foreign, room
 
 
 def _admin(node: RedisServer, password: str, db: int = 0) -> redis.Redis:
@@ -189,13 +205,27 @@ def _primaries(url: str) -> list[redis.Redis]:
         return [redis.Redis(**{**options, "host": n.host, "port": n.port, "db": 0}) for n in nodes]
 
 
-def _load(url: str) -> int:
-    """python -m helpers acl --load --url ADMIN_URL: load and check the learners' code on every primary."""
+def _routing(url: str) -> redis.Redis | redis.RedisCluster:
+    """Return a client of the URL's server that routes each key to its node on a cluster."""
+    url_options(url)  # MalformedURL before anything connects
+    with redis.Redis.from_url(url) as first:
+        cluster = str(first.info("cluster").get("cluster_enabled", 0)) == "1"
+    return redis.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
+
+
+def _load(url: str, max_lease: float = DEFAULT_LEASE_S) -> int:
+    """python -m helpers acl --load --url ADMIN_URL: the learners' code on every primary, the lease bound."""
     clients = _primaries(url)
     try:
         for i, client in enumerate(clients):
             for line in acl.load([client]):
                 print(f"racelab: node {i + 1} of {len(clients)}: {line}")
+        with _routing(url) as routing:
+            set_instructor_lease(routing, max_lease)
+        print(
+            f"racelab: a run's lease is at most {max_lease:g} s ({LEASE_KEY}): a learner's "
+            "RACELAB_LEASE_S may shorten it, not lengthen it"
+        )
     except (acl.SuiteCodeMismatch, redis.RedisError) as exc:
         print(f"racelab: cannot load the suite's code at {redacted(url)}: {exc}", file=sys.stderr)
         return 1
@@ -208,7 +238,7 @@ def _load(url: str) -> int:
 def _sweep(options: list[str]) -> int:
     """python -m helpers sweep [--url URL]: remove the keys of runs whose heartbeat expired."""
     values = dict(zip(options[::2], options[1::2]))
-    if len(options) % 2 or set(values) - {"--url"}:
+    if len(options) % 2 or set(values) - {"--url", "--max-lease"}:
         print(__doc__, file=sys.stderr)
         return 2
     url = values.get("--url") or os.environ.get("REDIS_URL", "")
@@ -216,14 +246,13 @@ def _sweep(options: list[str]) -> int:
         print("racelab: sweep needs --url or REDIS_URL (a user that may SCAN)", file=sys.stderr)
         return 2
     try:
-        url_options(url)
-        client = (
-            redis.RedisCluster.from_url(url)
-            if str(redis.Redis.from_url(url).info("cluster").get("cluster_enabled", 0)) == "1"
-            else redis.Redis.from_url(url)
-        )
-        with client:
-            swept = sweep(client)
+        given = values.get("--max-lease")
+        bound = checked_lease(given, "--max-lease") if given is not None else None
+        with _routing(url) as client:
+            swept = sweep(client, bound)
+    except ValueError as exc:
+        print(f"racelab: {exc}", file=sys.stderr)
+        return 2
     except (MalformedURL, redis.RedisError) as exc:
         print(f"racelab: cannot sweep {redacted(url)}: {exc}", file=sys.stderr)
         return 1
@@ -237,10 +266,16 @@ def _print_acl(options: list[str]) -> int:
     """python -m helpers acl [--user NAME] [--password PW] [--url URL] [--db N]: print the workshop user."""
     if "--load" in options:
         rest = [o for o in options if o != "--load"]
-        if len(rest) != 2 or rest[0] != "--url":
+        given = dict(zip(rest[::2], rest[1::2]))
+        if len(rest) % 2 or "--url" not in given or set(given) - {"--url", "--max-lease"}:
             print(__doc__, file=sys.stderr)
             return 2
-        return _load(rest[1])
+        try:
+            bound = checked_lease(given.get("--max-lease", str(DEFAULT_LEASE_S)), "--max-lease")
+        except ValueError as exc:
+            print(f"racelab: {exc}", file=sys.stderr)
+            return 2
+        return _load(given["--url"], bound)
     values = dict(zip(options[::2], options[1::2]))
     allowed = {"--user", "--password", "--url", "--db", "--learners"}
     if len(options) % 2 or set(values) - allowed:
@@ -279,6 +314,40 @@ def _print_acl(options: list[str]) -> int:
     return 0
 
 
+def _room(options: list[str]) -> int:
+    """python -m helpers room --learners N | --status | --stop: a server per learner."""
+    action = [o for o in options if o in ("--status", "--stop")]
+    rest = [o for o in options if o not in action]
+    values = dict(zip(rest[::2], rest[1::2]))
+    allowed = {"--dir"} if action else {"--dir", "--learners", "--bind", "--maxmemory"}
+    if (
+        len(action) > 1
+        or len(rest) % 2
+        or set(values) - allowed
+        or not (action or values.get("--learners"))
+    ):
+        print(__doc__, file=sys.stderr)
+        return 2
+    root = Path(values.get("--dir", room.DEFAULT_DIR))
+    try:
+        if action == ["--stop"]:
+            print("\n".join(room.stop_room(root)))
+        elif action == ["--status"]:
+            print("\n".join(room.status_line(s) for s in room.load_state(root)))
+        else:
+            seats = room.start_room(
+                acl.learner_names(values["--learners"]),
+                root,
+                host=values.get("--bind", "127.0.0.1"),
+                maxmemory=values.get("--maxmemory", room.MAXMEMORY),
+            )
+            print(room.started_text(seats, root))
+    except (ValueError, room.RoomError, ServerNotFound) as exc:
+        print(f"racelab: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["find"]:
         try:
@@ -293,6 +362,8 @@ def main(argv: list[str]) -> int:
         return _print_acl(argv[1:])
     if argv[:1] == ["sweep"]:
         return _sweep(argv[1:])
+    if argv[:1] == ["room"]:
+        return _room(argv[1:])
     if argv == ["doctor"]:
         return doctor.main()
     if argv[:1] == ["run"] and "--" in argv:
