@@ -14,6 +14,7 @@ from programs import incr_first_limiter, lock_holder, naive_limiter
 
 from helpers import Lab, lua
 from helpers.instruments import actors as actor_side
+from helpers.instruments import explore as explore_module
 from helpers.instruments.explore import (
     Exploration,
     TooManySchedules,
@@ -351,6 +352,27 @@ def test_an_actor_that_never_finishes_is_stopped_after_max_steps(lab: Lab) -> No
     with pytest.raises(TooManySchedules, match="more than 50 steps"):
         explore(lab, {"A": forever, "B": forever}, lambda c, r: True, max_steps=50)
     assert lab.ns.keys(lab.client()) == []
+
+
+def test_an_actor_repeating_one_round_trip_is_stopped_by_name_long_before_max_steps(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An actor that polls GET without end took 234 s to reach max_steps (10,000) on one replay.
+    monkeypatch.setattr(explore_module, "REPEAT_LIMIT", 5)
+    key = lab.key("flag")
+
+    def poll(client):
+        while client.get(key) is None:
+            pass
+
+    def polls_four_times(client):  # the same round trip 4 times, then done: under the limit
+        for _ in range(4):
+            client.get(key)
+
+    with pytest.raises(TooManySchedules, match=r"actor A makes no progress: it sent GET flag"):
+        explore(lab, {"A": poll, "B": lambda c: c.set(key, 1)}, lambda c, r: True)
+    found = explore(lab, {"A": polls_four_times, "B": lambda c: c.set(key, 1)}, lambda c, r: True)
+    assert found.total == 5 and found.bad_count == 0
 
 
 def test_the_exploration_keeps_the_very_function_objects_it_ran(lab: Lab) -> None:

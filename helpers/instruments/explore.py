@@ -79,6 +79,8 @@ from helpers.instruments.schedule import (
     Connections,
     ScheduleRun,
     Trace,
+    describe_round_trip,
+    format_value,
     run_schedule,
     schedule_names,
     schedule_text,
@@ -480,12 +482,21 @@ class _Faults:
         return fault_steps.options(run, self.kinds, self.bound) if self.bound else []
 
 
+# An actor that sends the same round trip and gets the same reply this many times in a row, no
+# other step between, makes no progress: the server is deterministic, so it would go on so
+# forever, waiting for what only another actor can do, and the search runs another actor only
+# when this one finishes or blocks. Such a replay would run to max_steps (minutes at the steps'
+# cost), so the search stops it here, naming the actor. (A loop that sleeps meets the spin bound.)
+REPEAT_LIMIT = 500
+
+
 @dataclass
 class _RunReplay:
     """A ScheduleRun as the search core sees it (``dpor.Replay``): actors' steps and faults."""
 
     run: ScheduleRun
     faults: _Faults
+    repeated: tuple[tuple[Any, ...], int] = ((), 0)
 
     @property
     def names(self) -> list[str]:
@@ -507,9 +518,27 @@ class _RunReplay:
 
     def step(self, name: str) -> Footprint:
         """Run actor name's next round trip, or a fault step ("A!", ...); return its footprint."""
-        if not fault_steps.apply(self.run, name, self.faults.server):
-            self.run.advance(name)
+        if fault_steps.apply(self.run, name, self.faults.server):
+            self.repeated = ((), 0)
+        else:
+            sent = tuple(self.run.actors[name].pending)
+            self._no_progress(name, sent, self.run.advance(name))
         return self.run.footprints[-1]
+
+    def _no_progress(self, name: str, sent: tuple[Any, ...], reply: Any) -> None:
+        """TooManySchedules naming the actor if its last REPEAT_LIMIT round trips were identical."""
+        same = (name, sent, reply)
+        last, count = self.repeated
+        self.repeated = (same, count + 1 if same == last else 1)
+        if self.repeated[1] >= REPEAT_LIMIT:
+            short = self.run.short
+            raise TooManySchedules(
+                f"actor {name} makes no progress: it sent {describe_round_trip(list(sent), short)} and "
+                f"got {format_value(reply, short)} {REPEAT_LIMIT} times in a row, nothing else "
+                "between. It waits for what only another actor does, and the explorer runs another "
+                "actor only when this one finishes or blocks: bound its retries, or make it block "
+                "(e.g. BLPOP)"
+            )
 
     def waiting(self) -> dict[str, Footprint]:
         """Return the actors still waiting at the end, and what their calls would touch."""
