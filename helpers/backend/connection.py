@@ -143,10 +143,10 @@ class LabConnection(_Transport):
             raise self._no_reply(exc, self.socket_connect_timeout, "while connecting") from exc
         except redis.ConnectionError as exc:
             if dropped(exc):
-                raise unavailable(self.where(), exc) from exc
+                raise unavailable(self._where(), exc) from exc
             raise
 
-    def where(self) -> str:
+    def _where(self) -> str:
         """Return the server this connection talks to, as a URL without its password."""
         o = self.options
         if isinstance(self, EmbeddedConnection):
@@ -250,7 +250,7 @@ class LabConnection(_Transport):
             raise
         except redis.ConnectionError as exc:
             if dropped(exc):
-                raise unavailable(self.where(), exc) from exc
+                raise unavailable(self._where(), exc) from exc
             raise
 
     # -- 4. replies ------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ class LabConnection(_Transport):
             raise self._no_reply(exc, self.socket_timeout, "to a command") from exc
         except redis.ConnectionError as exc:
             if dropped(exc):
-                raise unavailable(self.where(), exc) from exc
+                raise unavailable(self._where(), exc) from exc
             raise
         self._answered(reply)
         return reply
