@@ -67,6 +67,8 @@ def _every_schedule(lab: Lab, key: str, release: Release) -> Exploration:
         "                \"return redis.call('DEL', KEYS[1]) end return 0\", 1, key, token)\n"
         "    return True",
     ],
+    hint="the lock must stay whoever's it is now: what can change between reading it and "
+    "deleting it, and how do you leave no room for that?",
 )
 def my_release(lab: Lab, release: Any) -> str:
     """Run the learner's release on its own, in ATBAC and through every schedule."""
@@ -80,7 +82,9 @@ def my_release(lab: Lab, release: Any) -> str:
         if admin.get(key) != B:
             raise Wrong(
                 f"the key held tok-B and the caller's token was tok-A: after your release it "
-                f"holds {admin.get(key)!r}, so it deleted another client's lock"
+                f"holds {admin.get(key)!r}, so it deleted another client's lock",
+                detail="compare the lock's value with the token before deleting, and make the "
+                "compare and the DEL one atomic step, so nothing runs between them",
             )
         if as_bool(said, "my_release's return value (another client's lock)"):
             raise Wrong("it kept another client's lock but returned True: return False")
@@ -96,7 +100,7 @@ def my_release(lab: Lab, release: Any) -> str:
         if trace.results["C"] is True:
             raise Wrong(
                 f"in the schedule ATBAC, C got the lock while B held it: {_who_removed(trace)}",
-                detail=story(trace),
+                detail=f"{story(trace)}: {_advice(trace)}",
             )
         every = _every_schedule(lab, key, release)
         for outcome in every.outcomes:
@@ -132,8 +136,8 @@ def _who_removed(trace: Trace) -> str:
 
 
 def _advice(trace: Trace) -> str:
-    """Return what to change, judged from the failing trace: read after WATCH, or check and
-    delete in one step."""
+    """Return what to change, judged from the failing trace: read after WATCH, or name the check
+    and the delete that must be one atomic step."""
     watched = next((r for r in trace.rows if r.client == "A" and "WATCH" in r.command), None)
     if watched is not None:
         gets = [r for r in trace.rows if r.client == "A" and r.command.startswith("GET")]
@@ -142,7 +146,20 @@ def _advice(trace: Trace) -> str:
                 f"{row_text(gets[-1])} ran before {row_text(watched)}: WATCH only notices "
                 "changes made after it, so read the lock after WATCH"
             )
-    return "whatever A checks must be in the same step as its delete"
+    release = [r.step for r in trace.rows if r.client == "A"][1:]  # after A's SET NX PX
+    removed = next((r for r in writes(trace) if r.step in release), None)
+    if removed is not None:
+        checks = [r for r in trace.rows if r.step in release and r.step < removed.step]
+        if checks:
+            return (
+                f"{row_text(checks[-1])} and {row_text(removed)} must be one atomic step "
+                "(one script, one command, or a transaction that reads after WATCH): nothing "
+                "may run between the check and the delete"
+            )
+    return (
+        "comparing the lock with the token and deleting it must be one atomic step (one script, "
+        "one command, or a transaction that reads after WATCH): nothing may run between them"
+    )
 
 
 def _why_harmless(trace: Trace) -> str:

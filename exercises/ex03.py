@@ -16,7 +16,7 @@ from functools import partial
 from typing import Any
 
 from exercises import Wrong, exercise
-from exercises.judge import raise_if_fault
+from exercises.judge import aborted_exec, raise_if_fault, row_text
 from helpers.backend.lab import Lab
 from helpers.backend.modes import client_stats
 from helpers.instruments.explore import TooManySchedules
@@ -29,6 +29,10 @@ from races.dictionary import DictKeys, check_dictionary, dict_keys, naive_get_or
 
 WORDS = ["price", "volume", "open", "close"]
 PLAN = [random.Random(worker).sample(WORDS, 3) for worker in range(8)]  # 8 workers x 3 strings
+ONE_STEP = (
+    "the lookup (HGET of the index) and the registration (HINCRBY of last_id, then both HSETs) "
+    "must be one atomic step, which no other worker's command can come between"
+)
 FORGETS_TO_LOOK_UP = '''
 SCRIPT = """
 local id = redis.call("HINCRBY", KEYS[3], "last_id", 1)
@@ -146,6 +150,21 @@ def _registers_alone(fn: Callable[..., Any], client: Any, keys: DictKeys) -> Non
         raise Wrong(f"alone, the dictionary is not sound: {'; '.join(problems)}")
 
 
+def _between(trace: Trace) -> str:
+    """Return which of B's steps ran between A's first and last step in trace."""
+    a_rows = [r for r in trace.rows if r.client == "A"]
+    if len(a_rows) < 2:
+        return f"in {trace.schedule}"
+    first, last = a_rows[0], a_rows[-1]
+    inside = [r for r in trace.rows if r.client != "A" and first.step < r.step < last.step]
+    if not inside:
+        return f"in {trace.schedule}"
+    return (
+        f"in {trace.schedule}, {row_text(inside[0])} ran between {row_text(first)} and "
+        f"{row_text(last)}"
+    )
+
+
 def _survives_every_order(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> int:
     """Raise Wrong if an order of two workers registering price breaks it; return the orders."""
     actor = partial(fn, text="price", keys=keys)
@@ -168,17 +187,19 @@ def _survives_every_order(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> i
         raise_if_fault(outcome.results.values())
     if found.bad_count:
         first = found.bad[0]
-        found.trace(first)  # replays it: the keys now hold what that order left
+        trace = found.trace(first)  # replays it: the keys now hold what that order left
         problems = check_dictionary(lab.client(), keys)
         if not check_dictionary(lab.client(), keys, dense=False):
             raise Wrong(
                 f"one id per string, but {found.bad_count} of {found.total} orders of "
                 f"two workers leave a hole in the ids, e.g. {first}: "
-                f"{'; '.join(problems)}; the ids must stay 1..N"
+                f"{'; '.join(problems)}; the ids must stay 1..N",
+                detail=f"{_between(trace)}: {ONE_STEP}",
             )
         raise Wrong(
             f"{found.bad_count} of {found.total} orders of two workers registering "
-            f"'price' break the dictionary, e.g. {first}: {'; '.join(problems)}"
+            f"'price' break the dictionary, e.g. {first}: {'; '.join(problems)}",
+            detail=aborted_exec(trace) or f"{_between(trace)}: {ONE_STEP}",
         )
     return found.total
 
@@ -192,7 +213,8 @@ def _survives_every_order(lab: Lab, fn: Callable[..., Any], keys: DictKeys) -> i
         "my_get_or_put = hincrby_hsetnx_get_or_put",
         FORGETS_TO_LOOK_UP,
     ],
-    hint="write the body of `my_get_or_put`: a Lua script sent with client.eval",
+    hint="two workers may register the same new string at the same moment: what must they "
+    "never both see, and what leaves no room for it?",
 )
 def get_or_put(lab: Lab, answer: object) -> str:
     """Check answer(client, text, keys): sound alone, in every order, under threads; one trip."""
@@ -214,7 +236,8 @@ def get_or_put(lab: Lab, answer: object) -> str:
         problems = check_dictionary(client, keys, answers)
     if problems:
         raise Wrong(
-            f"{len(PLAN)} threads in lockstep broke the dictionary: {'; '.join(problems[:2])}"
+            f"{len(PLAN)} threads in lockstep broke the dictionary: {'; '.join(problems[:2])}",
+            detail=ONE_STEP,
         )
     if trips != 1:
         raise Wrong(f"sound, but a new string costs {trips} round trips: make it one (one script)")
