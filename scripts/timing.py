@@ -16,7 +16,10 @@ The method, per cell that is not tagged ``optional``:
   ``scripts/notebooks.py execute`` (``notebooks/runtimes/<notebook>.json``);
 * exercises: the minutes each exercise declares, "(N minutes)" in the markdown cell just above
   its ``exercise``-tagged stub. The stub, its solution and that markdown cell are exercise time,
-  not teaching time.
+  not teaching time. An exercise must declare at least its floor (``exercise_floor``): its prompt
+  (that markdown cell) read at 200 words a minute, its reference solution (the ``solution`` cell,
+  without comments and the ``check(...)`` line) typed at 15 s a line, and 5 minutes to run the
+  check and read the reply, rounded up to whole minutes; one that declares less does not fit.
 
 Teaching is everything but exercises. ``tests/test_workshop.py`` asserts that each notebook's
 stated "Teaching: N minutes. Exercises: M minutes." is at least this estimate.
@@ -38,6 +41,7 @@ RUNTIMES = NOTEBOOKS / "runtimes"
 WORDS_PER_MINUTE = 200
 CODE_S, LIGHT_CODE_S, LISTING_S, OUTPUT_S = 15, 3, 10, 3
 PREDICTION_S, CELL_RUN_S, FIGURE_LINES = 60, 5, 5
+CHECK_S = 300  # an exercise: run the check and read the reply, at least 5 minutes
 DECLARED = re.compile(r"\((\d+) minutes?\)")
 PROMPT = re.compile(r"(\*\*Predict\b|^#+ Predict\b)", re.M)
 TIME_LINE = re.compile(r"Teaching: (\d+) minutes\. Exercises: (\d+) minutes\.")
@@ -75,6 +79,7 @@ class Estimate:
     prediction_cells: int = 0
     unmeasured: int = 0
     undeclared: list[int] = field(default_factory=list)
+    short: list[tuple[int, int, int]] = field(default_factory=list)  # (cell, declared, floor)
     stated: tuple[int, int] | None = None
 
     @property
@@ -138,6 +143,9 @@ def estimate(notebook: Path, include_optional: bool = False) -> Estimate:
                 declared = DECLARED.search(source(cells[i - 1])) if i else None
                 if declared:
                     est.exercises += 60 * int(declared.group(1))
+                    floor = exercise_floor(cells, i)
+                    if int(declared.group(1)) < floor:
+                        est.short.append((i, int(declared.group(1)), floor))
                 else:
                     est.undeclared.append(i)
             continue
@@ -166,6 +174,22 @@ def estimate(notebook: Path, include_optional: bool = False) -> Estimate:
         else:
             est.unmeasured += 1
     return est
+
+
+def exercise_floor(cells: list[dict], i: int) -> int:
+    """Return the fewest whole minutes the exercise whose stub is cell i may declare.
+
+    Its prompt (the markdown cell above) read, its solution typed, the check run and read.
+    """
+    prompt = source(cells[i - 1]) if i and cells[i - 1]["cell_type"] == "markdown" else ""
+    solution = next((c for c in cells[i + 1 :] if "solution" in tags(c)), None)
+    typed = [
+        line
+        for line in source(solution or {}).splitlines()
+        if line.strip() and not line.strip().startswith("#") and "check(" not in line
+    ]
+    seconds = 60 * words(prompt) / WORDS_PER_MINUTE + CODE_S * len(typed) + CHECK_S
+    return int(-(-seconds // 60))
 
 
 def exercise_parts(cells: list[dict]) -> set[int]:
@@ -213,7 +237,7 @@ def table(estimates: list[Estimate]) -> str:
 
 def fits_stated(e: Estimate) -> bool:
     """Return True if the estimate fits the notebook's stated teaching and exercise minutes."""
-    if e.stated is None or e.undeclared:
+    if e.stated is None or e.undeclared or e.short:
         return False
     return e.teaching <= 60 * e.stated[0] and e.exercises <= 60 * e.stated[1]
 
@@ -233,6 +257,11 @@ def main() -> int:
     for e in estimates:
         if e.undeclared:
             print(f"{e.notebook}: exercise cells {e.undeclared} declare no '(N minutes)'")
+        for cell, declared, floor in e.short:
+            print(
+                f"{e.notebook}: the exercise at cell {cell} declares {declared} minutes, under "
+                f"its floor of {floor} (prompt read, solution typed, check run and read)"
+            )
         if e.unmeasured:
             print(f"{e.notebook}: {e.unmeasured} code cells have no measured run time")
     return 0 if args.all or all(fits_stated(e) for e in estimates) else 1

@@ -29,7 +29,7 @@ def _tags(nb: nbformat.NotebookNode) -> set[str]:
 def test_home_page_is_the_story_and_the_schedule_without_the_badge_image() -> None:
     page = lesson_site.home_page(README, WORKSHOP, "learner")
     assert page.startswith("# redis-race-lab") and "badge_logo" not in page
-    assert "Core session: 170 minutes" in page and "Advanced session" in page
+    assert "Core session: 169 minutes" in page and "Advanced session" in page
     assert "](notebooks/01_get_then_incr.ipynb)" in page and "](../notebooks/" not in page
     instructor = lesson_site.home_page(README, WORKSHOP, "instructor")
     assert "docs/notes/" not in page and "docs/notes/00" in instructor
@@ -40,7 +40,7 @@ def test_the_learner_home_page_carries_no_instructor_text() -> None:
     instructor = lesson_site.home_page(README, WORKSHOP, "instructor")
     for text in ("How the minutes are estimated", "tests/test_workshop.py", "Pacing"):
         assert text not in page and text in instructor, text
-    assert "### Advanced session: 170 minutes" in page  # the schedule itself stays
+    assert "### Advanced session: 175 minutes" in page  # the schedule itself stays
 
 
 def test_learner_notebook_has_no_solution_and_a_launch_line() -> None:

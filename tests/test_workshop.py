@@ -3,8 +3,9 @@
 Each notebook states its time in a "## Time" section as ``Teaching: N minutes. Exercises: M
 minutes.``. The schedule in docs/workshop.md has one table per session (a "### ... session: T
 minutes" heading, rows ``| start | what | teaching | exercises | minutes |``, then "Total: T
-minutes."). The core session (00-03, breaks, wrap-up) must fit 180 minutes; the advanced session
-has its own total. Every notebook is scheduled exactly once, and its instructor notes are linked.
+minutes."). The core session (00-03, breaks, wrap-up) must fit 180 minutes with at least 10 of
+slack; the advanced session has its own total. Each exercise declares at least its floor: its
+prompt read, its solution typed at 15 s a line, and 5 minutes to run the check and read it. Every notebook is scheduled exactly once, and its instructor notes are linked.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ SESSION = re.compile(r"^### (\w+) session: (\d+) minutes$", re.M)
 ROW = re.compile(r"^\| (\d+):(\d\d) \| (.+?) \|\s*(\d*)\s*\|\s*(\d*)\s*\|\s*(\d*)\s*\|$", re.M)
 NOTEBOOK_LINK = re.compile(r"\(\.\./notebooks/(\d\d_\w+\.ipynb)\)")
 CORE_LIMIT = 180
+CORE_SLACK = 10  # minutes the core session leaves free inside CORE_LIMIT
 CORE = {"00", "01", "02", "03"}
 
 
@@ -124,6 +126,10 @@ def test_the_core_session_is_00_to_03_with_breaks_and_fits_three_hours() -> None
     assert sum(1 for row in rows if row.what.startswith("Break")) >= 2
     assert any(row.what.startswith("Wrap-up") for row in rows)
     assert total <= CORE_LIMIT, f"the core session takes {total} minutes, over {CORE_LIMIT}"
+    assert total + CORE_SLACK <= CORE_LIMIT, (
+        f"the core session takes {total} minutes: less than {CORE_SLACK} of slack in "
+        f"{CORE_LIMIT}; move material to Going further (optional), not time into the breaks"
+    )
 
 
 def test_the_advanced_session_holds_every_other_notebook() -> None:
@@ -186,6 +192,22 @@ def test_each_notebook_fits_its_stated_minutes_by_the_estimate_of_its_required_c
         f"{notebook.name}: the exercises declare {est.exercises / 60:.0f} minutes, "
         f"over the {exercises} stated"
     )
+
+
+@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_each_exercise_declares_at_least_reading_typing_and_checking(notebook: Path) -> None:
+    cells = json.loads(notebook.read_text())["cells"]
+    stubs = [i for i, cell in enumerate(cells) if "exercise" in TIMING.tags(cell)]
+    assert stubs, f"{notebook.name} has no exercise"
+    for i in stubs:
+        declared = TIMING.DECLARED.search(TIMING.source(cells[i - 1]))
+        assert declared, f"{notebook.name}: the exercise at cell {i} declares no '(N minutes)'"
+        floor = TIMING.exercise_floor(cells, i)
+        assert int(declared.group(1)) >= floor, (
+            f"{notebook.name}: the exercise at cell {i} declares {declared.group(1)} minutes; "
+            f"reading its prompt, typing its solution and checking it take {floor}"
+        )
+    assert not TIMING.estimate(notebook, include_optional=True).short
 
 
 @pytest.mark.parametrize(
@@ -252,4 +274,7 @@ def test_the_estimator_counts_each_part_by_its_stated_rate(tmp_path: Path) -> No
     )
     assert est.run == 3 * 5 and est.unmeasured == 3
     assert est.exercises == 120 and est.stated == (1, 2)
+    # the floor: 3 words read, 9 lines typed (15 s each), 5 minutes of checking: 7.4, so 8
+    assert TIMING.exercise_floor(cells, 7) == 8 and est.short == [(7, 2, 8)]
+    assert not TIMING.fits_stated(est)
     assert TIMING.estimate(notebook, include_optional=True).prose > est.prose + 4 * 60
