@@ -60,23 +60,33 @@ fi
 # about one core): each writes its own log, shown whole when it ends, so outputs do not interleave.
 LOGS=build/test-logs
 mkdir -p "$LOGS"
-declare -A pid_of=() began_at=()
-running=()
-finish() {
-    local name=$1 rc
-    wait "${pid_of[$name]}"; rc=$?
-    echo; echo "==> [$name] ended with status $rc after $((SECONDS - began_at[$name])) s (beside another); its output ($LOGS/$name.log):"
+running=()  # the jobs started and not yet shown; each writes NAME.rc in $LOGS when it ends
+finish() {  # finish NAME: show an ended job's output and count its status
+    local name=$1 rc began
+    rc=$(cat "$LOGS/$name.rc"); began=$(cat "$LOGS/$name.began")
+    echo; echo "==> [$name] ended with status $rc after $((SECONDS - began)) s (beside another); its output ($LOGS/$name.log):"
     cat "$LOGS/$name.log"
-    if [ $rc -eq 5 ]; then echo "run-tests: no tests ran in: $name" >&2; fi
-    [ $rc -eq 0 ] || status=1
+    if [ "$rc" -eq 5 ]; then echo "run-tests: no tests ran in: $name" >&2; fi
+    [ "$rc" -eq 0 ] || status=1
 }
-start() {  # start NAME COMMAND...: run it in the background; with two running, first wait for the older
+finish_one() {  # wait until one of the running jobs has ended (whichever first); finish it
+    local i
+    while :; do
+        for i in "${!running[@]}"; do
+            if [ -f "$LOGS/${running[$i]}.rc" ]; then
+                finish "${running[$i]}"; unset "running[$i]"; running=(${running[@]+"${running[@]}"})
+                return
+            fi
+        done
+        sleep 1
+    done
+}
+start() {  # start NAME COMMAND...: run it in the background; with two running, first finish one
     local name=$1; shift
-    if [ ${#running[@]} -ge 2 ]; then finish "${running[0]}"; running=("${running[@]:1}"); fi
+    if [ ${#running[@]} -ge 2 ]; then finish_one; fi
     echo; echo "==> [$name] started: $*"
-    "$@" >"$LOGS/$name.log" 2>&1 &
-    pid_of[$name]=$!
-    began_at[$name]=$SECONDS
+    rm -f "$LOGS/$name.rc"; echo "$SECONDS" >"$LOGS/$name.began"
+    ( "$@" >"$LOGS/$name.log" 2>&1; echo $? >"$LOGS/$name.rc" ) &
     running+=("$name")
 }
 
@@ -112,7 +122,8 @@ if [ "${RACELAB_MATRIX:-}" = 1 ]; then
             $PY -m pytest --nbval-lax --nbval-cell-timeout=120 notebooks
     done
 fi
-for name in "${running[@]}"; do finish "$name"; done
+while [ ${#running[@]} -gt 0 ]; do finish_one; done
+wait
 echo
 if [ $status -eq 0 ]; then echo "run-tests: all passed"; else echo "run-tests: FAILED" >&2; fi
 exit $status
