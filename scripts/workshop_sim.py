@@ -124,12 +124,17 @@ def nbval_command(notebooks: list[str]) -> list[str]:
     ]
 
 
+START_APART_S = 2.0  # between two learners' starts (their kernels' first moments)
+
+
 def run_learners(learners: list[Learner], notebooks: list[str], logs: Path) -> float:
     """Run every learner's notebooks at once; return the wall time in seconds."""
     env = {k: v for k, v in os.environ.items() if k not in ("RACELAB_BACKEND", "REDIS_URL")}
     started = time.monotonic()
     running = []
-    for learner in learners:
+    for number, learner in enumerate(learners):
+        if number:  # a room does not press Run at the same millisecond; kernels started at one
+            time.sleep(START_APART_S)  # instant can race for the same ports (jupyter_client#487)
         learner.log = logs / f"{learner.name}.log"
         out = learner.log.open("w")
         process = subprocess.Popen(
