@@ -22,7 +22,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from functools import wraps
+from functools import cache, wraps
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,12 @@ from helpers.backend import server
 LEG_WORDS = re.compile(
     r"\.redis\b|LOCAL_BIN|RACELAB_MATRIX|RACELAB_REQUIRE_REAL|RACELAB_REDIS_SERVER"
 )
+
+
+@cache
+def names_a_leg_difference(path: str) -> bool:
+    """Return whether the test file at path names a difference between the legs (read once)."""
+    return bool(LEG_WORDS.search(Path(path).read_text(encoding="utf-8")))
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -76,9 +82,8 @@ class Recorder:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
         self.touched = self.call_passed = self.phase_failed = False
         yield
-        text = Path(str(item.fspath)).read_text(encoding="utf-8")
         clean = self.call_passed and not self.phase_failed and not self.touched
-        if clean and not LEG_WORDS.search(text):
+        if clean and not names_a_leg_difference(str(item.fspath)):
             self.passed.append(item.nodeid)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
