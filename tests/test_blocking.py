@@ -66,6 +66,20 @@ def test_a_call_nothing_can_answer_times_out_logically(lab: Lab) -> None:
     assert "BLPOP jobs 30 (times out: nothing else can run)" in trace
 
 
+def test_a_logical_timeout_moves_the_actors_clock_just_past_the_timeout(lab: Lab) -> None:
+    # A library that times its own wait (redis-limiters' semaphore: elapsed > max_sleep) must
+    # see the wait run out, as it would on a real server, not 0 s of waiting.
+    key = lab.key("jobs")
+
+    def timed(client: Any) -> float:
+        began = time.monotonic()
+        client.blpop([key], timeout=7)
+        return round(time.monotonic() - began, 6)
+
+    trace = run_schedule(lab, {"A": timed}, "A", watch=[key])
+    assert trace.results["A"] == 7.001
+
+
 def test_a_call_that_blocks_forever_ends_its_schedule_blocked(lab: Lab) -> None:
     key = lab.key("jobs")
     actors = {"A": _consumer(key, timeout=0), "B": _consumer(key, timeout=0), "C": _producer(key)}

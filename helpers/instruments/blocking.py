@@ -11,7 +11,8 @@ then its step sends the call, which the server answers at once.
 When every unfinished actor is waiting, time passes: each waiting call with a timeout can run,
 its step being the *logical timeout*. It is sent with its timeout cut to the shortest the server
 accepts (1 ms), so its reply is the server's own timeout reply (nil, or WAIT's count) without
-the wall-clock wait. A call that blocks forever (timeout 0) never times out: when only such
+the wall-clock wait, and the run's logical clock (what the actors read as the time) moves by the
+timeout and 1 ms: a library that times its own wait (``elapsed > timeout``) sees that it ran out. A call that blocks forever (timeout 0) never times out: when only such
 calls are left the schedule ends there, its actors *blocked* (their result "(blocked)").
 
 ``XREAD ... BLOCK ... $`` asks for entries added after the call; the call is made when the actor

@@ -116,6 +116,9 @@ def lease_expires(key: str, label: str | None = None, value: Any = None) -> Cloc
     return Clock(expire_now, label or "(clock) TTL of {key} runs out", key)
 
 
+TIMEOUT_PAST_S = 0.001  # a logical timeout moves the clock this much past the call's timeout
+
+
 def _one_line(text: str) -> str:
     """Return text with unprintable characters (newlines, escapes) shown as Python escapes."""
     return text if text.isprintable() else repr(text)[1:-1]
@@ -538,6 +541,10 @@ class ScheduleRun:
                 f"{why} nothing it waits for is there yet; name another client first"
             )
         state.instead = [call.timed_out()]
+        # Time passes for everyone (every unfinished actor is waiting): the run's clock moves by
+        # the timeout and the shortest step a server's clock shows, as a real server answers
+        # only once its timeout is past, so a library that times its own wait sees it ran out.
+        self.clock.advance(call.timeout_s + TIMEOUT_PAST_S)
         return EVERYTHING
 
     def client(self, name: str, doing: str) -> ActorState:
