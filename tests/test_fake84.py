@@ -7,6 +7,7 @@ tests/test_differential.py; these pin the parser's table directly.
 from __future__ import annotations
 
 import pytest
+import redis
 from fakeredis._helpers import SimpleError
 
 from helpers.backend.fake84 import expiry_ms, parse_set_options
@@ -148,3 +149,34 @@ def test_plain_fakeredis_still_runs_exec_after_a_watched_key_expired() -> None:
     )
     client.set("watched", 5, px=50)
     assert _watch_then_exec(client, "watched", 0.15) == [1]
+
+
+# --- the replication calls Redis 8 keeps in the Lua API (redis-limiters' semaphore calls one) ---
+
+
+def test_scripts_may_call_the_replication_functions_redis_still_has(lab) -> None:
+    client = lab.client()
+    assert client.eval("return redis.replicate_commands()", 0) == 1
+    levels = "return {redis.REPL_NONE, redis.REPL_AOF, redis.REPL_REPLICA, redis.REPL_ALL}"
+    assert client.eval(levels, 0) == [0, 1, 2, 3]
+    assert client.eval("redis.set_repl(redis.REPL_ALL); return 'ok'", 0) == "ok"
+    with pytest.raises(Exception, match="Invalid replication flags"):
+        client.eval("redis.set_repl(9)", 0)
+
+
+def test_xdel_that_deletes_an_entry_aborts_a_transaction_watching_the_stream(lab) -> None:
+    stream = lab.key("jobs")
+    writer, watcher = lab.client(), lab.client()
+    first = writer.xadd(stream, {"item": "job-1"})
+    for ids, aborted in (([b"0-1"], False), ([first], True)):  # 0-1: nothing deleted
+        pipe = watcher.pipeline()
+        pipe.watch(stream)
+        writer.xdel(stream, *ids)
+        pipe.multi()
+        pipe.xlen(stream)
+        if aborted:
+            with pytest.raises(redis.WatchError):
+                pipe.execute()
+        else:
+            assert pipe.execute() == [1]
+        pipe.reset()

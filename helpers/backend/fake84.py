@@ -103,6 +103,18 @@ def expiry_ms(option: bytes, raw: bytes, now_ms: int) -> int:
     return ms
 
 
+# What Redis 8 defines in the ``redis`` table for replication control (script_lua.c): kept as no-ops.
+LUA_REPLICATION = """
+redis.REPL_NONE, redis.REPL_AOF, redis.REPL_SLAVE, redis.REPL_REPLICA, redis.REPL_ALL = 0, 1, 2, 2, 3
+redis.replicate_commands = function() return true end
+redis.set_repl = function(flags)
+    if type(flags) ~= "number" or flags < 0 or flags > 3 then
+        error("Invalid replication flags. Use REPL_AOF, REPL_REPLICA, REPL_ALL or REPL_NONE.")
+    end
+end
+"""
+
+
 class Redis84Socket(FakeSocket):
     """A fakeredis socket whose SET also understands Redis 8.4's IFEQ/IFNE/IFDEQ/IFDNE, and whose
     EXEC aborts when a WATCHed key expired after the WATCH, as Redis does since 6.0.9.
@@ -120,6 +132,20 @@ class Redis84Socket(FakeSocket):
         self._watched_expiry: dict[
             tuple[bytes, Any], float
         ] = {}  # (key, db) -> expiry seen at WATCH
+
+    def _get_server_runtime(self, server: Any) -> Any:
+        """Return the server's Lua runtime, with the ``redis.*`` replication calls Redis 8 keeps.
+
+        Redis 7 and 8 still answer ``redis.replicate_commands()`` (true: effects replication is
+        the only kind) and ``redis.set_repl(flags)`` with ``redis.REPL_*`` in every script; fakeredis
+        2.41 has neither, so a library script that starts with the first (redis-limiters', many
+        written for Redis 3.2 to 6) fails on the embedded backend only.
+        """
+        fresh = not hasattr(server, "_lua_runtime")
+        runtime = super()._get_server_runtime(server)
+        if fresh:
+            runtime.execute(LUA_REPLICATION)
+        return runtime
 
     def _run_command(self, func: Any, sig: Any, args: list[Any], from_script: bool) -> Any:
         if self.tally is not None:
@@ -148,6 +174,17 @@ class Redis84Socket(FakeSocket):
         ):
             self._watch_notified = True
         return super().exec_(*conditions)
+
+    def xdel(self, key: CommandItem, *ids: bytes) -> int:
+        """XDEL, which (as in Redis) touches the stream for WATCH when it deleted an entry.
+
+        fakeredis 2.41 leaves a watched stream untouched by XDEL, so two consumers that read the
+        same entry under WATCH (pottery's queue) could both commit their MULTI/XDEL/EXEC.
+        """
+        deleted: int = super().xdel(key, *ids)
+        if deleted:
+            key.updated()
+        return deleted
 
     def _condition_holds(self, condition: bytes, operand: bytes, current: bytes) -> bool:
         """Return whether an existing string value satisfies a SET condition (digest length checked)."""
