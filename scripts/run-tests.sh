@@ -92,7 +92,10 @@ start() {  # start NAME COMMAND...: run it in the background; with two running, 
 
 # RACELAB_SKIP_PASSED (set by .ci/run) names the tests that passed in the leg without a Redis
 # binary and would run identically here: they are not run twice (tests/run_once.py).
-run $PY -m pytest tests ${RACELAB_SKIP_PASSED:+--skip-passed "$RACELAB_SKIP_PASSED"}
+# The unit tests run on every core (pytest-xdist; RACELAB_TEST_WORKERS=1 for one), a test file per
+# worker at a time; the slowest are listed at the end.
+XDIST=(-n "${RACELAB_TEST_WORKERS:-auto}" --dist loadfile --durations=15)
+run $PY -m pytest "${XDIST[@]}" tests ${RACELAB_SKIP_PASSED:+--skip-passed "$RACELAB_SKIP_PASSED"}
 # What a learner sees: every notebook through Run All in JupyterLab in chromium (skips, saying
 # why, without playwright or chromium; RACELAB_REQUIRE_BROWSER=1 makes that a failure). It runs
 # beside the first notebook pass.

@@ -31,6 +31,26 @@ def pytest_configure(config: pytest.Config) -> None:
     configure(config)
 
 
+# The files that take longest (make test prints --durations) run first: under pytest-xdist
+# (--dist loadfile: a file's tests stay on one worker) a worker that starts one of them last
+# would leave the others idle while it runs.
+SLOW_FIRST = (
+    "test_fuzz_explorer.py",
+    "test_benchmark_explorer.py",
+    "test_handouts.py",
+    "test_run_once.py",
+    "test_required_path.py",
+    "test_doctor.py",
+    "test_main.py",
+    "test_explorer_regressions.py",
+    "test_exercises.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.path.name not in SLOW_FIRST)  # stable: files stay whole
+
+
 def _no_real(reason: str) -> None:
     if REQUIRE_REAL:
         pytest.fail(f"RACELAB_REQUIRE_REAL=1 but {reason}", pytrace=False)

@@ -12,6 +12,9 @@ differs between the legs would run the same code again in the second. So the fir
 
 The second leg, given ``--skip-passed FILE`` (``RACELAB_SKIP_PASSED`` in scripts/run-tests.sh),
 deselects exactly those and says how many. Without either option nothing changes.
+
+Under pytest-xdist (``-n``) each worker records or deselects its own tests and hands its list or
+count to the controller (``workeroutput``), which writes the one file or says the one count.
 """
 
 from __future__ import annotations
@@ -49,11 +52,17 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption("--skip-passed", metavar="FILE", help="deselect the tests FILE lists")
 
 
+def is_worker(config: pytest.Config) -> bool:
+    """Return whether this process is a pytest-xdist worker (its controller reports)."""
+    return hasattr(config, "workerinput")
+
+
 class Recorder:
     """Notes, per test, whether it looked for a binary or started a process; keeps clean passes."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, config: pytest.Config) -> None:
         self.path = path
+        self.config = config
         self.touched = self.call_passed = self.phase_failed = False
         self.passed: list[str] = []
         self._wrap_everywhere()
@@ -92,9 +101,18 @@ class Recorder:
         elif not report.passed:
             self.phase_failed = True
 
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Controller: take a finished worker's passes (pytest-xdist)."""
+        self.passed.extend(getattr(node, "workeroutput", {}).get("run_once_passed", []))
+
     def pytest_sessionfinish(self) -> None:
+        if is_worker(self.config):
+            self.config.workeroutput["run_once_passed"] = self.passed  # type: ignore[attr-defined]
+            return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text("".join(f"{nodeid}\n" for nodeid in self.passed), encoding="utf-8")
+        lines = sorted(set(self.passed))
+        self.path.write_text("".join(f"{nodeid}\n" for nodeid in lines), encoding="utf-8")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         terminalreporter.write_line(
@@ -107,8 +125,9 @@ class Recorder:
 class Skipper:
     """Deselects the tests a recorded file lists."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, config: pytest.Config) -> None:
         self.path = path
+        self.config = config
         self.ids = set(path.read_text(encoding="utf-8").split())
         self.count = 0
 
@@ -121,6 +140,15 @@ class Skipper:
         if gone:
             config.hook.pytest_deselected(items=gone)
             items[:] = keep
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        """Controller: every worker collects and deselects the same tests; take one's count."""
+        self.count = max(self.count, getattr(node, "workeroutput", {}).get("run_once_gone", 0))
+
+    def pytest_sessionfinish(self) -> None:
+        if is_worker(self.config):
+            self.config.workeroutput["run_once_gone"] = self.count  # type: ignore[attr-defined]
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         terminalreporter.write_line(
@@ -135,8 +163,8 @@ def configure(config: pytest.Config) -> None:
     if record and skip:
         raise pytest.UsageError("--record-passed and --skip-passed are two legs: give one")
     if record:
-        config.pluginmanager.register(Recorder(Path(record)), "run-once-recorder")
+        config.pluginmanager.register(Recorder(Path(record), config), "run-once-recorder")
     elif skip:
         if not Path(skip).is_file():
             raise pytest.UsageError(f"--skip-passed {skip}: no such file (record it first)")
-        config.pluginmanager.register(Skipper(Path(skip)), "run-once-skipper")
+        config.pluginmanager.register(Skipper(Path(skip), config), "run-once-skipper")

@@ -87,6 +87,29 @@ def test_the_first_leg_records_clean_passes_and_the_second_runs_everything_else(
     assert "test_generated.py::test_plain" not in summary
 
 
+def test_under_xdist_the_workers_lists_are_merged_into_one_record_and_one_count(
+    tmp_path: Path,
+) -> None:
+    folder = make_tests(tmp_path)
+    # More clean passes, in a second file, so that two workers each record some (loadfile).
+    (folder / "test_more.py").write_text("def test_b():\n    pass\n\ndef test_c():\n    pass\n")
+    record = tmp_path / "passed.txt"
+    xdist = ("-n", "2", "--dist", "loadfile")
+    first = pytest_in(folder, *xdist, "--record-passed", str(record))
+    assert first.returncode == 1, first.stdout  # test_fails
+    assert record.read_text().split() == [
+        "test_generated.py::test_plain",
+        "test_more.py::test_b",
+        "test_more.py::test_c",
+    ]
+    assert "run once: 3 passes recorded" in first.stdout
+    second = pytest_in(folder, *xdist, "--skip-passed", str(record), "-rA")
+    assert "run once: 3 tests not run again" in second.stdout, second.stdout
+    summary = second.stdout.split("short test summary")[1]
+    assert "PASSED test_legs.py::test_a" in summary
+    assert "test_more.py::test_b" not in summary and "test_plain" not in summary
+
+
 def test_a_missing_record_is_a_usage_error_not_a_full_run(tmp_path: Path) -> None:
     folder = make_tests(tmp_path)
     done = pytest_in(folder, "--skip-passed", str(tmp_path / "missing.txt"))
