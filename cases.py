@@ -28,6 +28,7 @@ import limits
 import portalocker
 import pottery
 import redis
+import redis_limiters
 import redis_lock
 import redis_rate_limit
 import redlock
@@ -37,6 +38,8 @@ from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race, Refusal
 LEASE_S = 10  # every lock's lease (forced schedules: a clock step ends it, not time)
 URL = "redis://localhost:6379/0"  # what the READMEs write; a race sends it to the lab's server
 LIMIT = 2  # requests each limiter admits (per minute)
+CAPACITY = 2  # holders each semaphore admits at once
+JOBS = ("job-1", "job-2")  # what the queue's producer puts
 CLIENT_IP = "192.168.0.10"  # python-redis-rate-limit counts per client, as its README shows
 
 
@@ -134,6 +137,51 @@ def hit_python_redis_rate_limit(client: redis.Redis, name: str) -> bool:
         return False
 
 
+# --- semaphores: enter(client, name) -> the entered semaphore, or None when it did not get in --
+
+
+def enter_redis_limiters(client: redis.Redis, name: str) -> Any:
+    """Enter redis-limiters' SyncSemaphore on name as its README builds one; None after max_sleep.
+
+    Its keys are {limiter}:semaphore:<name> (a list of permits, BLPOP takes one) and
+    {limiter}:semaphore:<name>-exists (set when its script made the permits).
+    """
+    semaphore = redis_limiters.SyncSemaphore(
+        name=name, capacity=CAPACITY, expiry=LEASE_S, max_sleep=LEASE_S, connection=client
+    )
+    try:
+        semaphore.__enter__()
+    except redis_limiters.MaxSleepExceededError:
+        return None
+    return semaphore
+
+
+# --- queues: put(client, name, job) and take(client, name) -> a job, or None when it has none --
+
+
+def pottery_queue(name: str) -> Any:
+    """Return pottery's RedisSimpleQueue on name (a stream) with its README's client (bytes)."""
+    return pottery.RedisSimpleQueue(redis=redis.Redis.from_url(URL), key=name)
+
+
+def put_pottery(client: redis.Redis, name: str, job: str) -> None:
+    """Put a job on pottery's RedisSimpleQueue (XADD)."""
+    pottery_queue(name).put(job)
+
+
+def take_pottery_queue(client: redis.Redis, name: str) -> Any:
+    """Take a job from pottery's RedisSimpleQueue without waiting (get_nowait), or None."""
+    try:
+        return pottery_queue(name).get_nowait()
+    except pottery.QueueEmptyError:
+        return None
+
+
+def left_pottery(client: redis.Redis, name: str) -> int:
+    """Return how many jobs pottery's queue still holds (qsize: XLEN), read with client."""
+    return pottery.RedisSimpleQueue(redis=client, key=name).qsize()
+
+
 # --- the case file: which keys each library writes, the three races, their verdicts ------------
 
 Take = Callable[[Any, str], Any]
@@ -159,6 +207,25 @@ class LimiterCase:
     key: str
 
 
+@dataclass(frozen=True)
+class SemaphoreCase:
+    """A semaphore: its distribution, enter, and the keys it writes ({name} filled)."""
+
+    distribution: str
+    enter: Callable[[Any, str], Any]
+    keys: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class QueueCase:
+    """A queue: its distribution, put, take and left (how many jobs it still holds)."""
+
+    distribution: str
+    put: Callable[[Any, str, str], None]
+    take: Callable[[Any, str], Any]
+    left: Callable[[Any, str], int]
+
+
 LOCKS = {
     "redis-py Lock": LockCase("redis", take_redis_py, release_redis_py, ("{name}",)),
     "python-redis-lock": LockCase(
@@ -178,9 +245,26 @@ LIMITERS = {
 }
 
 
+SEMAPHORES = {
+    "redis-limiters": SemaphoreCase(
+        "redis-limiters",
+        enter_redis_limiters,
+        ("{{limiter}}:semaphore:{name}", "{{limiter}}:semaphore:{name}-exists"),
+    ),
+}
+QUEUES = {
+    "pottery queue": QueueCase("pottery", put_pottery, take_pottery_queue, left_pottery),
+}
+
+
 def names(lab: Lab) -> tuple[str, str, str]:
     """Return the lock's name, the shared log and the limiters' name (one hash tag: one slot)."""
     return lab.ns.tagged("case", "lock"), lab.ns.tagged("case", "log"), lab.ns.tagged("case", "api")
+
+
+def more_names(lab: Lab) -> tuple[str, str]:
+    """Return the semaphore's name and the queue's name (the stories past locks)."""
+    return lab.ns.tagged("case", "slots"), lab.ns.tagged("case", "jobs")
 
 
 def holder(client: Any, take: Take, release: Release, name: str, log: str, me: str) -> str:
@@ -199,9 +283,15 @@ def releaser(client: Any, take: Take, release: Release, name: str) -> str:
     return "busy" if lock is None else release(lock)
 
 
-def taker(client: Any, take: Take, name: str) -> bool:
-    """Take the lock and keep it (story 2's B); return whether it got it."""
-    return take(client, name) is not None
+def taker(client: Any, take: Take, name: str, kept: list[Any]) -> bool:
+    """Take the lock and keep it (story 2's B) until the story ends; return whether it got it.
+
+    The lock object stays referenced (kept): a library that releases in its finalizer would
+    otherwise release B's lock as soon as B returned, a false alarm of the release story.
+    """
+    lock = take(client, name)
+    kept.append(lock)
+    return lock is not None
 
 
 def one_inside(log: str) -> Invariant:
@@ -216,6 +306,105 @@ def one_inside(log: str) -> Invariant:
         return True
 
     return Invariant("one inside", "nobody goes in while another holder is inside", check)
+
+
+def enterer(client: Any, enter: Callable[[Any, str], Any], name: str, kept: list[Any]) -> bool:
+    """Enter the semaphore and stay inside (the capacity stories); return whether it got in."""
+    semaphore = enter(client, name)
+    kept.append(semaphore)  # alive until the story ends: no finalizer runs inside it
+    return semaphore is not None
+
+
+def at_most_inside(capacity: int) -> Invariant:
+    """Return the capacity stories' invariant: at most capacity of the enterers got in."""
+    return Invariant(
+        "at most N inside",
+        f"at most {capacity} holders are inside at once",
+        lambda client, results: list(results.values()).count(True) <= capacity,
+    )
+
+
+def semaphore_race(lab: Lab, library: str, story: str) -> Race:
+    """Return story 'capacity' (A, B, C enter and stay) or 'lease' (its keys expire after A, B).
+
+    Nobody leaves, so the results say who is inside: at most CAPACITY may be True. In 'lease',
+    the clock T ends the TTL of the semaphore's last key (its "-exists" flag) while A and B hold
+    both permits, as a holder that works longer than the library's expiry would see.
+    """
+    case = SEMAPHORES[library]
+    name, _ = more_names(lab)
+    keys = [k.format(name=name) for k in case.keys]
+    kept: list[Any] = []
+    actors: dict[str, Any] = {
+        n: partial(enterer, enter=case.enter, name=name, kept=kept) for n in "ABC"
+    }
+    if story == "lease":
+        actors = {"A": actors["A"], "B": actors["B"], "T": Race.lease_expires(keys[-1])}
+        actors["C"] = partial(enterer, enter=case.enter, name=name, kept=kept)
+    elif story != "capacity":
+        raise ValueError(f"story must be 'capacity' or 'lease', got {story!r}")
+    return Race(lab, actors, watch=keys, invariant=at_most_inside(CAPACITY))
+
+
+def consumer(client: Any, take: Callable[[Any, str], Any], name: str) -> Any:
+    """Take one job from the queue (the hand-off story's A and B); return it, or None."""
+    return take(client, name)
+
+
+def producer(
+    client: Any, put: Callable[[Any, str, str], None], name: str, jobs: tuple[str, ...]
+) -> str:
+    """Put every job of jobs on the queue (the hand-off story's P)."""
+    for job in jobs:
+        put(client, name, job)
+    return "put " + ", ".join(jobs)
+
+
+def each_job_once(
+    left: Callable[[Any, str], int], name: str, jobs: tuple[str, ...] = JOBS
+) -> Invariant:
+    """Return the hand-off story's invariant: no job is taken twice, and none is lost."""
+
+    def check(client: Any, results: dict[str, Any]) -> bool:
+        taken = [r.decode() if isinstance(r, bytes) else r for r in results.values()]
+        taken = [job for job in taken if job in jobs]
+        return len(set(taken)) == len(taken) and len(taken) + left(client, name) == len(jobs)
+
+    return Invariant("each job once", "no job is taken twice and none is lost", check)
+
+
+def queue_race(lab: Lab, library: str, jobs: tuple[str, ...] = JOBS) -> Race:
+    """Return the hand-off story: P puts jobs while A and B each take one, without waiting."""
+    case = QUEUES[library]
+    _, name = more_names(lab)
+    actors = {
+        "P": partial(producer, put=case.put, name=name, jobs=jobs),
+        "A": partial(consumer, take=case.take, name=name),
+        "B": partial(consumer, take=case.take, name=name),
+    }
+    return Race(lab, actors, watch=[name], invariant=each_job_once(case.left, name, jobs))
+
+
+def keys_named(lab: Lab, actor: Callable[[Any], Any]) -> list[str]:
+    """Return the keys of this run that actor's commands name, run once alone (for watch=).
+
+    A library derives its keys from the name it is given (lock:<name>, {limiter}:semaphore:<name>),
+    so a race's watch= need not be guessed: the keys of the run that exist after the actor ran
+    alone once and not before, and those its round trips sent that the lab recorded for cleanup
+    (a key it wrote and deleted again), sorted, then deleted so the race starts from nothing.
+    """
+    client = lab.client()
+    written = lab.ns.written
+    before, existing = set(written), set(lab.ns.keys(client))
+    written.clear()
+    try:
+        Race(lab, {"A": actor}).run("A", finish=True)
+        found = sorted(set(written) | (set(lab.ns.keys(client)) - existing))
+    finally:
+        written |= before
+    for key in found:  # one at a time: on a cluster they may live in different slots
+        client.delete(key)
+    return found
 
 
 def b_keeps_its_lock(key: str) -> Invariant:
@@ -237,7 +426,7 @@ def lock_race(lab: Lab, library: str, story: str, release: Release | None = None
         actors: dict[str, Any] = {
             "A": partial(releaser, take=case.take, release=release, name=name),
             "T": Race.lease_expires(keys[0]),
-            "B": partial(taker, take=case.take, name=name),
+            "B": partial(taker, take=case.take, name=name, kept=[]),
         }
         return Race(lab, actors, watch=keys, invariant=b_keeps_its_lock(keys[0]))
     actors = {
@@ -266,7 +455,7 @@ def limiter_race(lab: Lab, library: str, requests: str = "ABC") -> Race:
 def portalocker_race(lab: Lab) -> Race:
     """Return two takers of portalocker's RedisLock (the explorer refuses it: it subscribes)."""
     name, _, _ = names(lab)
-    actors = {n: partial(taker, take=take_portalocker, name=name) for n in "AB"}
+    actors = {n: partial(taker, take=take_portalocker, name=name, kept=[]) for n in "AB"}
     return Race(lab, actors, watch=[name], invariant=b_keeps_its_lock(name))
 
 
@@ -307,10 +496,14 @@ REFUSED = {  # the verdict table's reason for each kind of refusal (helpers' Ref
 }
 
 
-def verdict(race: Race, story: str = "") -> Verdict:
-    """Return the race's verdict over every schedule (story 'release': T before B's first step)."""
+def verdict(race: Race, story: str = "", reduce: bool = False) -> Verdict:
+    """Return the race's verdict over every schedule (story 'release': T before B's first step).
+
+    reduce=True runs one schedule per class of equivalent ones (three or more actors) and counts
+    every schedule the classes stand for.
+    """
     try:
-        every = race.explore(reduce=False)
+        every = race.explore(reduce=reduce)
     except ActorRefused as refused:  # its reason is one of a closed set (helpers' Refusal)
         return Verdict(reason=REFUSED[refused.reason])
     except greenlet.error:  # a round trip from a thread that is not the actor's own
@@ -319,6 +512,9 @@ def verdict(race: Race, story: str = "") -> Verdict:
         return Verdict(
             reason=f"no verdict: every actor raised ({nothing.exploration.returned_text()})"
         )
+    if reduce:
+        bad_orders = every.bad
+        return Verdict(every.bad_count, every.total, bad_orders[0] if bad_orders else "")
     judged = every.outcomes
     if story == "release":  # the lease that runs out must be A's, not B's
         judged = [o for o in judged if o.schedule.index("T") < o.schedule.index("B")]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import sys
 import tomllib
+from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 
@@ -25,7 +26,7 @@ from helpers import Lab
 ROOT = Path(__file__).resolve().parent.parent
 EXPLORED = ["redis-py Lock", "python-redis-lock", "redlock-py"]
 THIRD_PARTY = {"redis", "greenlet", "limits", "portalocker", "pottery", "redis_lock"}
-THIRD_PARTY |= {"redis_rate_limit", "redlock"}
+THIRD_PARTY |= {"redis_rate_limit", "redlock", "redis_limiters"}
 
 
 def test_cases_imports_only_the_libraries_redis_and_the_learner_surface() -> None:
@@ -44,7 +45,8 @@ def test_cases_imports_only_the_libraries_redis_and_the_learner_surface() -> Non
 def test_every_pinned_library_has_a_case_and_is_installed_at_its_pin() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = [Requirement(r) for r in project["optional-dependencies"]["cases"]]
-    named = {c.distribution for c in (*cases.LOCKS.values(), *cases.LIMITERS.values())}
+    every = (*cases.LOCKS.values(), *cases.LIMITERS.values(), *cases.SEMAPHORES.values())
+    named = {c.distribution for c in (*every, *cases.QUEUES.values())}
     assert {r.name for r in pins} == (named - {"redis"}) | {"portalocker"}
     for req in pins:
         (spec,) = req.specifier
@@ -55,7 +57,9 @@ def test_the_lock_keys_are_the_runs_own(lab: Lab) -> None:
     name, log, api = cases.names(lab)
     keys = [k.format(name=name) for c in cases.LOCKS.values() for k in c.keys]
     keys += [c.key.format(name=api) for c in cases.LIMITERS.values()]
-    assert all(lab.ns.owns(k) for k in [*keys, log])
+    slots, jobs = cases.more_names(lab)
+    keys += [k.format(name=slots) for c in cases.SEMAPHORES.values() for k in c.keys]
+    assert all(lab.ns.owns(k) for k in [*keys, log, jobs])
 
 
 @pytest.mark.parametrize("library", EXPLORED)
@@ -101,3 +105,59 @@ def test_the_exercise_refuses_a_library_no_schedule_can_step(lab: Lab) -> None:
     verdict = check(lab, "08.own_library", (cases.take_pottery, cases.release_pottery))
     assert verdict.status == WRONG and "cannot step this library" in verdict.message
     assert check(lab, "08.own_library", (cases.take_redlock_py, cases.release_redlock_py))
+
+
+# --- stories past one-holder locks (issue 35) ----------------------------------------------------
+
+
+def test_a_semaphore_admits_at_most_its_capacity_and_the_third_times_out(lab: Lab) -> None:
+    race = cases.semaphore_race(lab, "redis-limiters", "capacity")
+    capacity = cases.verdict(race, reduce=True)
+    assert capacity.explored and capacity.bad == 0 and capacity.total > 100
+    # The third enterer waits in BLPOP until its logical timeout, then sees max_sleep ran out.
+    trace = race.run("AAABBBCC", finish=True)
+    assert trace.results["C"] is False and "times out" in str(trace)
+
+
+def test_a_semaphore_whose_keys_expire_under_its_holders_admits_one_too_many(lab: Lab) -> None:
+    lease = cases.verdict(cases.semaphore_race(lab, "redis-limiters", "lease"), reduce=True)
+    assert 0 < lease.bad < lease.total
+    assert lease.example.endswith("TCCC")  # the flag expires, C's script makes new permits
+
+
+def test_a_queue_hands_each_job_to_one_consumer_and_loses_none(lab: Lab) -> None:
+    handoff = cases.verdict(cases.queue_race(lab, "pottery queue"), reduce=True)
+    assert handoff.explored and handoff.bad == 0 and handoff.total > 100
+
+
+def test_the_hand_off_invariant_sees_a_job_taken_twice_or_lost(lab: Lab) -> None:
+    _, jobs = cases.more_names(lab)
+    check = cases.each_job_once(lambda client, name: 0, jobs)
+    client = lab.client()
+    assert check(client, {"A": "job-1", "B": "job-2"})
+    assert not check(client, {"A": "job-1", "B": "job-1"})  # taken twice
+    assert not check(client, {"A": "job-1", "B": None})  # job-2 gone, nobody has it
+
+
+def test_the_finder_lists_the_keys_a_library_derives_from_a_name(lab: Lab) -> None:
+    slots, _ = cases.more_names(lab)
+    enter = partial(cases.enterer, enter=cases.enter_redis_limiters, name=slots, kept=[])
+    found = cases.keys_named(lab, enter)
+    assert found == sorted(k.format(name=slots) for k in cases.SEMAPHORES["redis-limiters"].keys)
+    assert not any(lab.client().exists(k) for k in found)  # the race starts from nothing
+
+
+def test_the_taker_keeps_its_lock_object_until_the_story_ends(lab: Lab) -> None:
+    kept: list[object] = []
+    name, _, _ = cases.names(lab)
+    assert cases.taker(lab.client(), cases.take_redis_py, name, kept)
+    assert len(kept) == 1 and kept[0] is not None
+
+
+def test_pottery_s_get_nowait_waits_forever_when_the_queue_is_empty(lab: Lab) -> None:
+    # pottery 3.0.1 sends XREAD BLOCK 0 ("no timeout") for get_nowait(): the second consumer
+    # of one job is blocked, where its docstring promises QueueEmptyError.
+    one_job = cases.queue_race(lab, "pottery queue", jobs=("job-1",))
+    trace = one_job.run("PAAAB", finish=True)
+    assert trace.result_text["A"] == "'job-1'" and trace.result_text["B"] == "(blocked)"
+    assert cases.verdict(one_job, reduce=True).bad == 0  # no job twice, none lost
