@@ -72,6 +72,24 @@ def test_an_async_read_modify_write_explores_to_the_counts_of_its_sync_twin(lab:
     assert verdicts(mixed) == verdicts(sync)
 
 
+@pytest.mark.parametrize("options", [{"reduce": False}, {"crashes": 1}], ids=["plain", "crash"])
+def test_an_async_actor_meets_the_sync_twin_s_schedules_and_faults(lab: Lab, options: Any) -> None:
+    key = lab.key("n")
+    at_most_two = lambda c, r: int(c.get(key) or 0) == 2  # noqa: E731
+    found = {}
+    for actor in (rmw, async_rmw):
+        actors = {"A": partial(actor, key=key), "B": partial(actor, key=key)}
+        found[actor] = explore(lab, actors, at_most_two, watch=[key], **options)
+    sync, async_ = found[rmw], found[async_rmw]
+    assert verdicts(async_) == verdicts(sync)
+    assert [(o.schedule, o.results) for o in async_.outcomes] == [
+        (o.schedule, o.results) for o in sync.outcomes
+    ]
+    if "crashes" in options:  # "A!": A's client is killed between two round trips
+        assert any("A!" in o.schedule and "A" not in o.results for o in async_.outcomes)
+        assert (async_.total, len(async_.bad)) == (24, 22)
+
+
 def test_an_async_actor_s_forced_schedule_has_the_sync_trace(lab: Lab) -> None:
     key = lab.key("n")
     actors = {"A": partial(async_rmw, key=key), "B": partial(async_rmw_own_client, key=key)}
