@@ -19,8 +19,10 @@ import redis
 import redis.asyncio
 
 from helpers import Lab, Stepper, explore, lease_expires, run_clients, run_schedule
+from helpers.instruments import actors as actor_side
 from helpers.instruments.adopt import SPUN, ActorRefused, Refusal
 from helpers.instruments.logical_time import MONOTONIC_START_NS
+from helpers.instruments.schedule import ScheduleError
 
 NOWHERE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
 
@@ -153,6 +155,49 @@ def test_an_async_lock_gives_its_sync_twin_s_verdicts_through_every_schedule(
     assert [o.results for o in found.outcomes] == [o.results for o in sync.outcomes]
     # two inside only when a lease runs out mid-section
     assert (found.total, len(found.bad)) == ((146, 48) if expiry else (8, 0))
+
+
+def library_lock(client, key: str) -> str:
+    """redis-py's own Lock, as its docs show: acquire, work, release (which may find it lost)."""
+    lock = client.lock(key, timeout=30, blocking=False)
+    if not lock.acquire():
+        return "busy"
+    inside = client.incr(key + ":inside")
+    client.decr(key + ":inside")
+    try:
+        lock.release()
+    except redis.exceptions.LockNotOwnedError:
+        return f"{inside}, lost"
+    return str(inside)
+
+
+async def async_library_lock(client, key: str) -> str:
+    """redis.asyncio's Lock: the same algorithm, awaited."""
+    lock = client.lock(key, timeout=30, blocking=False)
+    if not await lock.acquire():
+        return "busy"
+    inside = await client.incr(key + ":inside")
+    await client.decr(key + ":inside")
+    try:
+        await lock.release()
+    except redis.exceptions.LockNotOwnedError:
+        return f"{inside}, lost"
+    return str(inside)
+
+
+def test_redis_asyncio_s_lock_gives_the_verdicts_of_redis_py_s_lock(lab: Lab) -> None:
+    key = lab.key("lock")
+    found = {}
+    for actor in (library_lock, async_library_lock):
+        actors = {"A": partial(actor, key=key), "B": partial(actor, key=key)}
+        actors["T"] = lease_expires(key)
+        alone = lambda c, r: all(not r[n].startswith("2") for n in "AB")  # noqa: E731
+        found[actor] = explore(lab, actors, alone, watch=[key], reset=[key, key + ":inside"])
+    sync, async_ = found[library_lock], found[async_library_lock]
+    assert verdicts(async_) == verdicts(sync)
+    assert [o.results for o in async_.outcomes] == [o.results for o in sync.outcomes]
+    assert async_.bad != []  # a lease that runs out mid-section lets a second holder in
+    assert any(r.endswith("lost") for o in async_.outcomes for r in o.results.values())
 
 
 # --- a limiter: at most LIMIT admitted per window ------------------------------------------------
@@ -332,6 +377,26 @@ def test_async_actors_explore_from_inside_a_running_event_loop(lab: Lab) -> None
         return explore(lab, actors, lambda c, r: int(c.get(key)) == 2, watch=[key])
 
     assert verdicts(asyncio.run(cell())) == (6, ["ABAB", "ABBA", "BAAB", "BABA"])
+
+
+@pytest.mark.parametrize("runner", ["explore", "run_schedule"])
+def test_an_async_actor_that_awaits_something_else_is_named_not_hung(
+    lab: Lab, monkeypatch, runner: str
+) -> None:
+    monkeypatch.setattr(actor_side, "STEP_TIMEOUT_S", 0.5)
+    key = lab.key("n")
+
+    async def stuck(client) -> None:
+        await client.incr(key)
+        await asyncio.Event().wait()  # nothing will ever set it
+
+    start = time.monotonic()
+    with pytest.raises(ScheduleError, match="did not reach its next round trip"):
+        if runner == "explore":
+            explore(lab, {"A": stuck}, lambda c, r: True, watch=[key])
+        else:
+            run_schedule(lab, {"A": stuck}, "AA", watch=[key])
+    assert time.monotonic() - start < 10
 
 
 def test_async_pubsub_is_refused_saying_asyncio(lab: Lab) -> None:

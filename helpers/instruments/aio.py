@@ -38,6 +38,7 @@ import redis.client
 from helpers.instruments.logical_time import LogicalClock
 
 _NS = 1_000_000_000
+_IDLE_SLICE_S = 0.05  # an idle loop with no timer checks this often for a stop
 _CLEANUP_ROUNDS = 20  # loop iterations given to cancelled tasks when an actor stops early
 
 
@@ -202,8 +203,9 @@ class LabLoop(asyncio.BaseEventLoop):
         """Move the clock to the next timer (no wall time passes); there are never events."""
         if self._woken.is_set() or timeout == 0:
             self._woken.clear()
-        elif timeout is None:
-            self._woken.wait()  # only another thread can wake it
+        elif timeout is None:  # only another thread can wake it; in slices, so that the
+            while not self._woken.wait(_IDLE_SLICE_S):  # run can stop a stuck actor's thread
+                pass
             self._woken.clear()
         elif self.stopping_early:
             self._clock.advance(timeout)  # unwinding: timers still come due, no sleep is counted
