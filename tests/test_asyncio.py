@@ -21,6 +21,7 @@ import redis.asyncio
 from helpers import Lab, Stepper, explore, lease_expires, run_clients, run_schedule
 from helpers.instruments import actors as actor_side
 from helpers.instruments.adopt import SPUN, ActorRefused, Refusal
+from helpers.instruments.load import run_processes
 from helpers.instruments.logical_time import MONOTONIC_START_NS
 from helpers.instruments.schedule import ScheduleError
 
@@ -185,19 +186,30 @@ async def async_library_lock(client, key: str) -> str:
     return str(inside)
 
 
-def test_redis_asyncio_s_lock_gives_the_verdicts_of_redis_py_s_lock(lab: Lab) -> None:
+@pytest.mark.parametrize("how", ["clock step", "crash or pause"])
+def test_redis_asyncio_s_lock_gives_the_verdicts_of_redis_py_s_lock(lab: Lab, how: str) -> None:
     key = lab.key("lock")
+    options: dict[str, Any] = {"faults": ("crash", "pause")} if how == "crash or pause" else {}
     found = {}
     for actor in (library_lock, async_library_lock):
-        actors = {"A": partial(actor, key=key), "B": partial(actor, key=key)}
-        actors["T"] = lease_expires(key)
-        alone = lambda c, r: all(not r[n].startswith("2") for n in "AB")  # noqa: E731
-        found[actor] = explore(lab, actors, alone, watch=[key], reset=[key, key + ":inside"])
+        actors: dict[str, Any] = {"A": partial(actor, key=key), "B": partial(actor, key=key)}
+        if how == "clock step":
+            actors["T"] = lease_expires(key)
+        alone = lambda c, r: all(not str(r.get(n, "")).startswith("2") for n in "AB")  # noqa: E731
+        found[actor] = explore(
+            lab, actors, alone, watch=[key], reset=[key, key + ":inside"], **options
+        )
     sync, async_ = found[library_lock], found[async_library_lock]
     assert verdicts(async_) == verdicts(sync)
-    assert [o.results for o in async_.outcomes] == [o.results for o in sync.outcomes]
+    assert [(o.schedule, o.results) for o in async_.outcomes] == [
+        (o.schedule, o.results) for o in sync.outcomes
+    ]
     assert async_.bad != []  # a lease that runs out mid-section lets a second holder in
-    assert any(r.endswith("lost") for o in async_.outcomes for r in o.results.values())
+    assert any(str(r).endswith("lost") for o in async_.outcomes for r in o.results.values())
+    if how == "crash or pause":
+        assert any("A~" in s for s in async_.bad) and any(
+            "!" in o.schedule for o in async_.outcomes
+        )
 
 
 # --- a limiter: at most LIMIT admitted per window ------------------------------------------------
@@ -352,6 +364,18 @@ def test_threaded_load_runs_an_async_actor(lab: Lab) -> None:
         assert finals == [10, 10]  # every other update lost, as its sync twin loses them
     finally:
         lab.release(observer)
+
+
+def test_processes_run_an_async_actor(lab: Lab) -> None:
+    if lab.kind == "embedded":
+        pytest.skip("processes need a real server")
+    key = lab.key("n")
+
+    async def incr(client) -> int:
+        return int(await client.incr(key))
+
+    done = run_processes(lab, incr, clients=2, iterations=10)
+    assert sorted(value for _, _, value in done.outcomes) == list(range(1, 21))
 
 
 # --- what an async actor may and may not do ------------------------------------------------------

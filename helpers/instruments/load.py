@@ -606,6 +606,8 @@ def run_processes(
         raise ValueError(
             "lockstep rounds are kept between threads: use run_clients for mode='lockstep'"
         )
+    if aio.is_async_actor(fn):  # each process runs it on its own event loop, as run_clients
+        fn = aio.sync_actor(fn)
     _check_run(clients, iterations, mode, think_s, timeout)
     check_connections(lab, clients, f"run_processes(clients={clients})")
     mp = multiprocessing.get_context("fork")
