@@ -329,6 +329,32 @@ def test_an_async_retry_loop_is_cut_by_the_spin_bound(lab: Lab) -> None:
     assert all(o.results["B"] in (True, SPUN) for o in found.outcomes)
 
 
+def test_tasks_of_an_async_actor_stopped_by_a_crash_end_quietly(lab: Lab, capfd) -> None:
+    a, b = lab.key("a"), lab.key("b")
+
+    async def both(client) -> tuple[int, int]:  # two tasks, each sleeping, then a round trip
+        async def bump(key: str) -> int:
+            await asyncio.sleep(0.1)
+            return int(await client.incr(key))
+
+        first, second = await asyncio.gather(bump(a), bump(b))
+        return first, second
+
+    def one_after_the_other(client) -> tuple[int, int]:
+        return int(client.incr(a)), int(client.incr(b))
+
+    found = [
+        explore(lab, {"A": fn, "B": fn}, lambda c, r: True, watch=[a, b], crashes=1)
+        for fn in (one_after_the_other, both)
+    ]
+    assert [(o.schedule, o.results) for o in found[1].outcomes] == [
+        (o.schedule, o.results) for o in found[0].outcomes
+    ]
+    assert found[1].total == 24
+    err = capfd.readouterr().err
+    assert "Task" not in err and "Traceback" not in err and "never retrieved" not in err
+
+
 # --- the stepper and threaded load ---------------------------------------------------------------
 
 

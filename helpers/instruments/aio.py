@@ -194,6 +194,9 @@ class LabLoop(asyncio.BaseEventLoop):
         self._woken = threading.Event()
         self._selector = self  # what BaseEventLoop._run_once waits on: select() below
         self.stopping_early = False  # cleaning up after an actor stopped: no time passes
+        # A step's "duration" is the other actors' sleeps (one shared clock), never slowness:
+        # asyncio's debug mode must not report it as a slow callback.
+        self.slow_callback_duration = float("inf")
 
     def time(self) -> float:
         """Return the run's logical monotonic time, in seconds."""
