@@ -135,9 +135,6 @@ class AdoptedPipeline(redis.asyncio.client.Pipeline):
         """The same as reset."""
         self._sync.reset()
 
-    def __del__(self, *args: Any, **kwargs: Any) -> None:
-        """Nothing to warn about: the pipeline never held a connection of its own."""
-
 
 class LabAsyncClient(redis.asyncio.Redis):
     """A ``redis.asyncio.Redis`` whose commands, pipelines and scripts are a sync client's."""
@@ -163,11 +160,14 @@ class LabAsyncClient(redis.asyncio.Redis):
 
 
 def view_of(sync: Any) -> LabAsyncClient:
-    """Return the asyncio client that speaks through sync (made once per sync client)."""
+    """Return the asyncio client that speaks through sync: made once per sync client (about
+    2 ms), its asyncio locks new for each run (a lock is bound to the loop it first waited on)."""
     view = getattr(sync, "racelab_async_view", None)
     if view is None:
         view = LabAsyncClient(sync)
         sync.racelab_async_view = view
+    view._single_conn_lock, view._usage_lock = asyncio.Lock(), asyncio.Lock()
+    view._usage_counter = 0
     return view
 
 
