@@ -184,6 +184,21 @@ def test_an_asyncio_connection_adoption_cannot_reach_is_refused_before_its_socke
     assert connections_made(listener) == 0
 
 
+def test_an_asyncio_cluster_client_is_refused_though_it_wraps_the_refusal(
+    lab: Lab, listener: socket.socket
+) -> None:
+    host, port = listener.getsockname()
+
+    async def library(client) -> Any:
+        await client.get(lab.key("n"))
+        return await redis.asyncio.RedisCluster(host=host, port=port).get(lab.key("n"))
+
+    with pytest.raises(ActorRefused, match="opens an asyncio connection of its own") as refused:
+        run_schedule(lab, {"A": library}, "AA")  # RedisClusterException: no reachable node
+    assert refused.value.reason is Refusal.ASYNCIO
+    assert connections_made(listener) == 0
+
+
 def test_an_asyncio_library_that_swallows_the_refusal_is_refused_all_the_same(
     lab: Lab, listener: socket.socket
 ) -> None:

@@ -412,10 +412,12 @@ class Actors:
             state.recovering = True  # redis-py's NoScriptError: its load and retry ride along
 
     def check_crash(self, state: ActorState) -> None:
+        """Raise the run's first refusal (the cause, when a library wraps it and crashes on it:
+        a cluster client that finds no reachable node), else the actor's crash, if any."""
+        if self.refused:  # a round trip or socket the race refused, wherever it was caught
+            raise self.refused[0]
         if state.crash is not None:
             raise state.crash
-        if self.refused:  # a thread other than an actor's own sent a round trip: refused there
-            raise self.refused[0]
 
     def switch(self, state: ActorState, *args: Any) -> None:
         """Switch into the actor's greenlet until it parks or ends; ScheduleError if it hangs."""
