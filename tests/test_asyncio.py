@@ -104,6 +104,36 @@ def test_an_async_actor_s_forced_schedule_has_the_sync_trace(lab: Lab) -> None:
     assert trace.results == sync.results == {"A": 1, "B": 1}
 
 
+def test_an_async_actor_explores_on_a_cluster_as_its_sync_twin(cluster_lab: Lab) -> None:
+    one, other = cluster_lab.key("one"), cluster_lab.key("other")  # keys on different nodes
+
+    def move(client) -> int:  # a plain command each, routed by key
+        value = int(client.get(one) or 0)
+        client.set(other, value + 1)
+        return value
+
+    async def async_move(client) -> int:
+        value = int(await client.get(one) or 0)
+        await client.set(other, value + 1)
+        return value
+
+    def incr_both(client) -> list[Any]:
+        return [client.incr(one), client.incr(other)]
+
+    async def async_incr_both(client) -> list[Any]:
+        return [await client.incr(one), await client.incr(other)]
+
+    found = []
+    for a, b in ((move, incr_both), (async_move, async_incr_both)):
+        found.append(
+            explore(cluster_lab, {"A": a, "B": b}, lambda c, r: r["A"] == 0, watch=[one, other])
+        )
+    assert [(o.schedule, o.results) for o in found[1].outcomes] == [
+        (o.schedule, o.results) for o in found[0].outcomes
+    ]
+    assert found[1].bad != []
+
+
 # --- a lock: SET NX PX, then release by compare-and-delete ---------------------------------------
 
 RELEASE = """
