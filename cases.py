@@ -491,7 +491,7 @@ REFUSED = {  # the verdict table's reason for each kind of refusal (helpers' Ref
     Refusal.THREAD: THREADS,
     Refusal.PUBSUB: "refused: it subscribes (pub/sub), which no step controls",
     Refusal.NO_ROUND_TRIP: "refused: it sent no round trip the race could see",
-    Refusal.ASYNCIO: "refused: it uses an asyncio client, whose round trips no step controls",
+    Refusal.ASYNCIO: "refused: it opens an asyncio connection of its own that the race cannot adopt",
     Refusal.UNADOPTABLE: "refused: it opens a connection of its own that the race cannot adopt",
 }
 

@@ -22,7 +22,7 @@ import argparse
 import gc
 import random
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,11 +80,12 @@ class Call:
     v: str = "1"
     w: str = "1"
 
-    def text(self, client: str = "client") -> str:
-        """Return the call as Python, on client."""
-        return CALLS[self.name][0].format(
+    def text(self, client: str = "client", aio: bool = False) -> str:
+        """Return the call as Python, on client (awaited, with aio: a redis.asyncio client)."""
+        text = CALLS[self.name][0].format(
             c=client, k=f"k{self.key}", v=repr(self.v), w=repr(self.w)
         )
+        return f"await {text}" if aio else text
 
 
 @dataclass(frozen=True)
@@ -130,10 +131,16 @@ class Program:
         """Return the race as a runnable Python module (build(lab) returns the Race)."""
         return render(self)
 
-    def race(self, lab: Lab) -> Race:
-        """Return the Race on lab, compiled from source."""
+    @property
+    def async_source(self) -> str:
+        """Return the same race with async def actors of a redis.asyncio client."""
+        return render(self, aio=True)
+
+    def race(self, lab: Lab, aio: bool = False) -> Race:
+        """Return the Race on lab, compiled from source (async_source, with aio)."""
         namespace: dict[str, Any] = {"__name__": "fuzzed_race"}
-        exec(compile(self.source, "<fuzzed race>", "exec"), namespace)  # noqa: S102 - our own text
+        source = self.async_source if aio else self.source
+        exec(compile(source, "<fuzzed race>", "exec"), namespace)  # noqa: S102 - our own text
         race: Race = namespace["build"](lab)
         return race
 
@@ -141,9 +148,11 @@ class Program:
 # ---------------------------------------------------------------------------- rendering
 
 
-def _actor_lines(name: str, steps: Sequence[Step]) -> list[str]:
-    """Return the lines of one actor function (inside build, so indented by 4)."""
-    lines, made = [f"    def {name}(client):"], list[str]()
+def _actor_lines(name: str, steps: Sequence[Step], aio: bool = False) -> list[str]:
+    """Return the lines of one actor function (inside build, so indented by 4); with aio, an
+    async def of a redis.asyncio client, line for line the same."""
+    lines, made = [f"    {'async ' if aio else ''}def {name}(client):"], list[str]()
+    wait, with_ = ("await ", "async with") if aio else ("", "with")
     for step in steps:
         if step.kind == "stop":
             ref = made[min(step.ref, len(made) - 1)]
@@ -152,31 +161,31 @@ def _actor_lines(name: str, steps: Sequence[Step]) -> list[str]:
             continue
         reply = f"r{len(made) + 1}"
         if step.kind == "call":
-            lines.append(f"        {reply} = {step.calls[0].text()}")
+            lines.append(f"        {reply} = {step.calls[0].text(aio=aio)}")
         elif step.kind == "if":
             ref = made[min(step.ref, len(made) - 1)]
             cond = step.condition.format(r=ref, v=repr(step.v))
             lines += [
                 f"        if {cond}:",
-                f"            {reply} = {step.calls[0].text()}",
+                f"            {reply} = {step.calls[0].text(aio=aio)}",
                 "        else:",
-                f"            {reply} = {step.calls[1].text()}",
+                f"            {reply} = {step.calls[1].text(aio=aio)}",
             ]
         elif step.kind == "multi":
-            lines.append("        with client.pipeline() as p:")
+            lines.append(f"        {with_} client.pipeline() as p:")
             lines += [f"            {call.text('p')}" for call in step.calls]
-            lines.append(f"            {reply} = p.execute()")
+            lines.append(f"            {reply} = {wait}p.execute()")
         else:  # watch: WATCH, GET, then MULTI/queued/EXEC, aborted when the key changed
             seen, done = reply, f"r{len(made) + 2}"
             key = f"k{step.calls[0].key}"
             lines += [
-                "        with client.pipeline() as p:",
+                f"        {with_} client.pipeline() as p:",
                 "            try:",
-                f"                p.watch({key})",
-                f"                {seen} = p.get({key})",
+                f"                {wait}p.watch({key})",
+                f"                {seen} = {wait}p.get({key})",
                 "                p.multi()",
                 f"                {step.calls[0].text('p')}",
-                f"                {done} = p.execute()",
+                f"                {done} = {wait}p.execute()",
                 "            except redis.WatchError:",
                 f"                {done} = 'aborted'",
             ]
@@ -205,8 +214,9 @@ INVARIANTS = {
 }
 
 
-def render(program: Program) -> str:
-    """Return program as a Python module: build(lab) -> Race, and a __main__ that compares."""
+def render(program: Program, aio: bool = False) -> str:
+    """Return program as a Python module: build(lab) -> Race, and a __main__ that compares; with
+    aio, its actors are async def of a redis.asyncio client (the scripts are AsyncScripts)."""
     keys = [f"k{i}" for i in range(program.keys)]
     used = {c.name for steps in program.actors for s in steps for c in s.calls}
     kind, *args = program.invariant
@@ -217,6 +227,7 @@ def render(program: Program) -> str:
         "import zlib",
         "",
         "import redis",
+        *(["import redis.asyncio"] if aio else []),
         "",
         "from helpers import Race, connect",
         "",
@@ -225,11 +236,12 @@ def render(program: Program) -> str:
         '    """Return the race on lab."""',
         f"    {', '.join(keys)} = {', '.join(f'lab.key({k!r})' for k in keys)}",
     ]
+    scripts_of = "redis.asyncio.Redis()" if aio else "lab.client()"  # never connects: adopted
     for script in sorted(used & set(SCRIPTS)):
-        lines.append(f"    {script} = lab.client().register_script({SCRIPTS[script]!r})")
+        lines.append(f"    {script} = {scripts_of}.register_script({SCRIPTS[script]!r})")
     lines.append("")
     for name, steps in zip(program.names, program.actors):
-        lines += [*_actor_lines(name, steps), ""]
+        lines += [*_actor_lines(name, steps, aio), ""]
     lines.append("    def setup(client):")
     lines += [f"        {call.text()}" for call in program.setup] or ["        pass"]
     lines += [
@@ -435,6 +447,26 @@ def disagreements(race: Race, options: dict[str, Any], examples: int = 5) -> lis
     return found
 
 
+def async_disagreements(lab: Lab, program: Program, examples: int = 5) -> list[str]:
+    """Return how the race with async actors, reduced, differs from its sync twin run on every
+    schedule ([]: the same schedules, verdicts and results)."""
+    twin, twin_error = _explored(program.race(lab, aio=True), program.options)
+    every, every_error = _explored(program.race(lab), {**program.options, "reduce": False})
+    if twin_error or every_error:
+        if twin_error.split(":")[0] == every_error.split(":")[0]:
+            return []
+        return [f"async raised {twin_error or 'nothing'}; sync {every_error or 'nothing'}"]
+    found: list[str] = []
+    if (twin.total, twin.bad_count) != (every.total, every.bad_count):
+        found.append(f"async: {twin.summary()}; sync: {every.summary()}")
+    mine = {o.schedule: (o.ok, o.result_text) for o in twin.schedules}
+    theirs = {o.schedule: (o.ok, o.result_text) for o in every.outcomes}
+    differ = sorted(s for s in set(mine) | set(theirs) if mine.get(s) != theirs.get(s))
+    for s in differ[:examples]:
+        found.append(f"  {s}: async {mine.get(s)} | sync {theirs.get(s)}")
+    return found
+
+
 class Disagreement(RaceLabError, AssertionError):
     """The reduced search answered differently from the exhaustive one on a generated race."""
 
@@ -451,8 +483,28 @@ def check(lab: Lab, program: Program) -> None:
         )
 
 
-def fuzz(lab: Lab, races_wanted: int, seed: int, cap: int = CAP) -> list[Program]:
-    """Check races_wanted generated races on lab; return those checked (Disagreement if any)."""
+def check_async(lab: Lab, program: Program) -> None:
+    """Raise Disagreement, with the async race as Python, unless it answers as its sync twin."""
+    found = async_disagreements(lab, program)
+    if found:
+        raise Disagreement(
+            "async actors (reduced) and their sync twins (every schedule) disagree:\n"
+            + "\n".join(found)
+            + "\n\nthe async race:\n\n"
+            + program.async_source
+        )
+
+
+def fuzz(
+    lab: Lab,
+    races_wanted: int,
+    seed: int,
+    cap: int = CAP,
+    checker: Callable[[Lab, Program], None] | None = None,
+) -> list[Program]:
+    """Check races_wanted generated races on lab (with checker; default check, reduced against
+    exhaustive); return those checked (Disagreement if any)."""
+    checker = checker or check
     checked: list[Program] = []
 
     @hypothesis_seed(seed)
@@ -466,7 +518,7 @@ def fuzz(lab: Lab, races_wanted: int, seed: int, cap: int = CAP) -> list[Program
     def one(program: Program) -> None:
         checked.append(program)
         bar.update(len(checked))
-        check(lab, program)
+        checker(lab, program)
 
     with progress("fuzzing the explorer", total=races_wanted, unit="races") as bar:
         one()  # the explorations inside are silent: only the outermost progress shows

@@ -14,11 +14,15 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import fuzz_explorer
 from fuzz_explorer import (
     CALLS,
+    Call,
     Program,
     Step,
+    async_disagreements,
     capabilities,
+    check_async,
     disagreements,
     fuzz,
 )
@@ -32,6 +36,7 @@ from helpers.instruments.footprint import Footprint
 
 SEED = 20261206
 RACES = {"embedded": int(os.environ.get("RACELAB_FUZZ_RACES", "200")), "real": 20}
+ASYNC_RACES = {"embedded": 30, "real": 10}
 
 
 def test_reduced_search_equals_every_schedule_on_generated_races(lab: Lab) -> None:
@@ -40,6 +45,34 @@ def test_reduced_search_equals_every_schedule_on_generated_races(lab: Lab) -> No
     assert len(checked) >= wanted
     if lab.kind == "embedded":  # the races drawn use every part the generator has
         assert _parts(checked) >= _all_parts(lab), sorted(_all_parts(lab) - _parts(checked))
+
+
+def test_async_twins_explore_as_the_sync_races_on_every_schedule(lab: Lab) -> None:
+    """Each generated race again with async def actors of a redis.asyncio client: its reduced
+    search gives the sync race's every-schedule answer (schedules, verdicts, results)."""
+    wanted = ASYNC_RACES[lab.kind]
+    checked = fuzz(lab, wanted, SEED + 1, cap=100, checker=check_async)
+    assert len(checked) >= wanted
+    if lab.kind == "embedded":  # pipelines, WATCH transactions and scripts of the asyncio client
+        assert {"multi", "watch", "cas_del", "crash"} <= _parts(checked)
+
+
+def test_an_async_twin_that_answers_otherwise_is_a_disagreement(lab: Lab, monkeypatch) -> None:
+    program = Program(
+        keys=1,
+        actors=((Step("call", (Call("set", 0, v="1"),)),), (Step("call", (Call("get", 0),)),)),
+        invariant=("not_value", 0, "2"),
+    )
+    assert async_disagreements(lab, program) == []
+    assert "async def A(client):" in program.async_source
+    render = fuzz_explorer.render  # the async twin writes "2" where the sync one writes "1"
+    monkeypatch.setattr(
+        fuzz_explorer,
+        "render",
+        lambda p, aio=False: render(p, aio).replace("'1'", "'2'") if aio else render(p),
+    )
+    found = async_disagreements(lab, program)
+    assert found and found[0].startswith("async: 2 of 2 schedules break")
 
 
 def _all_parts(lab: Lab) -> set[str]:

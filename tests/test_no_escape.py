@@ -132,7 +132,7 @@ def test_a_connection_adoption_cannot_reach_is_refused_before_it_opens(
     assert connections_made(listener) == 0
 
 
-# --- asyncio: refused, not stepped ---------------------------------------------------------------
+# --- asyncio: adopted, or refused where adoption cannot reach ----------------------------------
 
 
 def asyncio_library(url: str, key: str, prebuilt: Any = None) -> Callable[[Any], Any]:
@@ -149,17 +149,53 @@ def asyncio_library(url: str, key: str, prebuilt: Any = None) -> Callable[[Any],
 
 
 @pytest.mark.parametrize("where", ["inside the actor", "before the race"])
-def test_an_asyncio_client_is_refused_before_its_socket_opens(
+def test_an_asyncio_client_is_adopted_and_never_opens_its_socket(
     lab: Lab, listener: socket.socket, where: str
 ) -> None:
     key, url = lab.key("n"), url_of(listener)
     prebuilt = redis.asyncio.Redis.from_url(url) if where == "before the race" else None
     actors = {"A": asyncio_library(url, key, prebuilt), "B": lambda client: client.incr(key)}
-    with pytest.raises(ActorRefused, match="asyncio clients cannot be stepped") as refused:
+    found = explore(lab, actors, lambda c, r: int(c.get(key)) == 2, watch=[key])
+    assert (found.total, found.bad) == (2, [])
+    trace = run_schedule(lab, actors, "AB", watch=[key])
+    assert trace.results == {"A": 1, "B": 2}  # A's INCR was a step on the lab's server
+    assert connections_made(listener) == 0
+
+
+def asyncio_monitor(url: str) -> Callable[[Any], Any]:
+    """Return an actor whose asyncio library opens a connection of its own (MONITOR)."""
+
+    async def watch() -> Any:
+        own = redis.asyncio.Redis.from_url(url)
+        async with own.monitor() as monitor:
+            return await monitor.next_command()
+
+    return lambda client: asyncio.run(watch())
+
+
+def test_an_asyncio_connection_adoption_cannot_reach_is_refused_before_its_socket_opens(
+    lab: Lab, listener: socket.socket
+) -> None:
+    key, url = lab.key("n"), url_of(listener)
+    actors = {"A": asyncio_monitor(url), "B": lambda client: client.incr(key)}
+    with pytest.raises(ActorRefused, match="opens an asyncio connection of its own") as refused:
         explore(lab, actors, lambda c, r: True, watch=[key])
     assert refused.value.reason is Refusal.ASYNCIO
-    with pytest.raises(ActorRefused, match="asyncio clients cannot be stepped"):
-        run_schedule(lab, actors, "AB", watch=[key])
+    assert connections_made(listener) == 0
+
+
+def test_an_asyncio_cluster_client_is_refused_though_it_wraps_the_refusal(
+    lab: Lab, listener: socket.socket
+) -> None:
+    host, port = listener.getsockname()
+
+    async def library(client) -> Any:
+        await client.get(lab.key("n"))
+        return await redis.asyncio.RedisCluster(host=host, port=port).get(lab.key("n"))
+
+    with pytest.raises(ActorRefused, match="opens an asyncio connection of its own") as refused:
+        run_schedule(lab, {"A": library}, "AA")  # RedisClusterException: no reachable node
+    assert refused.value.reason is Refusal.ASYNCIO
     assert connections_made(listener) == 0
 
 
@@ -167,17 +203,32 @@ def test_an_asyncio_library_that_swallows_the_refusal_is_refused_all_the_same(
     lab: Lab, listener: socket.socket
 ) -> None:
     key, url = lab.key("n"), url_of(listener)
-    hit = asyncio_library(url, key)
+    watch = asyncio_monitor(url)
 
     def library(client):
         client.get(key)
         try:
-            return hit(client)
+            return watch(client)
         except Exception:  # noqa: BLE001 - what a library that retries later would do
             return "busy"
 
     with pytest.raises(ActorRefused) as refused:
         run_schedule(lab, {"A": library}, "A", watch=[key])
+    assert refused.value.reason is Refusal.ASYNCIO
+    assert connections_made(listener) == 0
+
+
+def test_an_async_actor_s_own_socket_is_refused_before_it_opens(
+    lab: Lab, listener: socket.socket
+) -> None:
+    host, port = listener.getsockname()
+
+    async def dial(client) -> Any:
+        await client.get(lab.key("n"))
+        return await asyncio.open_connection(host, port)
+
+    with pytest.raises(ActorRefused, match="event loop was asked to open a connection") as refused:
+        run_schedule(lab, {"A": dial}, "AA")
     assert refused.value.reason is Refusal.ASYNCIO
     assert connections_made(listener) == 0
 

@@ -6,10 +6,16 @@ it (only the actor's own thread or greenlet may), then parks until the run grant
 step. With greenlets (the explorer's runner) a step is a switch of the calling thread, watched by
 ``WATCHDOG`` so that an actor waiting for something other than Redis cannot hang the search;
 with threads (the stepper, forced schedules) it is two hand-offs under one condition.
+
+An actor that is a coroutine function (``async def``) runs on an event loop of its own inside its
+thread or greenlet, given the asyncio view of its gated client (``helpers.instruments.aio``); a
+round trip parks it exactly as it parks a synchronous actor. Around every switch into a greenlet,
+asyncio's per-thread state (the running loop) is swapped for the actor's (``LoopSlot``).
 """
 
 from __future__ import annotations
 
+import inspect
 import signal
 import threading
 import time
@@ -21,7 +27,7 @@ import redis
 from helpers.backend.modes import Command, Mode, command_name
 from helpers.backend.scripts import script_name
 from helpers.errors import RaceLabError
-from helpers.instruments import blocking, logical_time
+from helpers.instruments import aio, blocking, logical_time
 from helpers.instruments.adopt import (
     SPUN,
     ActorContext,
@@ -30,6 +36,7 @@ from helpers.instruments.adopt import (
     SpinBound,
     actor_running,
     check_sender,
+    event_loop,
     refuse_if_started,
 )
 from helpers.instruments.deadline import raise_in
@@ -187,6 +194,20 @@ class _Watchdog:
 WATCHDOG = _Watchdog()
 
 
+def _call(state: ActorState) -> Any:
+    """Return what the actor returns: called with its client, or run on a loop if async."""
+    if aio.is_async_actor(state.fn):
+        return aio.run_actor(state.fn, state.client, event_loop())
+    result = state.fn(state.client)
+    if inspect.iscoroutine(result):  # a lambda around an async def: its client is not asyncio
+        result.close()
+        raise TypeError(
+            f"actor {state.name} returned a coroutine: define the actor itself with async def "
+            "(it is then given a redis.asyncio client), or run the coroutine inside it"
+        )
+    return result
+
+
 class ActorState:
     """One actor's thread and where it stands."""
 
@@ -196,6 +217,7 @@ class ActorState:
         self.name, self.fn, self.client, self.gate = name, fn, client, gate
         self.thread: threading.Thread | None = None
         self.glet: Any = None  # the greenlet it runs in (runner="greenlet")
+        self.slot = aio.LoopSlot()  # asyncio's per-thread state while its greenlet is out
         self.footprint = footprint  # of its next step (a clock's is known; a client's when parked)
         self.transactions = Transactions()  # its open WATCH and MULTI, for footprints
         self.call: blocking.Call | None = None  # its next round trip, when that is a blocking call
@@ -289,7 +311,7 @@ class Actors:
         )
         try:
             with actor_running(context), logical_time.reading(self.clock):
-                result: Any = state.fn(state.client)
+                result: Any = _call(state)
         except Aborted:
             result = UNFINISHED
         except SpinBound:
@@ -390,14 +412,17 @@ class Actors:
             state.recovering = True  # redis-py's NoScriptError: its load and retry ride along
 
     def check_crash(self, state: ActorState) -> None:
+        """Raise the run's first refusal (the cause, when a library wraps it and crashes on it:
+        a cluster client that finds no reachable node), else the actor's crash, if any."""
+        if self.refused:  # a round trip or socket the race refused, wherever it was caught
+            raise self.refused[0]
         if state.crash is not None:
             raise state.crash
-        if self.refused:  # a thread other than an actor's own sent a round trip: refused there
-            raise self.refused[0]
 
     def switch(self, state: ActorState, *args: Any) -> None:
         """Switch into the actor's greenlet until it parks or ends; ScheduleError if it hangs."""
         armed = WATCHDOG.arm()
+        state.slot.swap()  # the actor's running loop in, the scheduler's out
         try:
             state.glet.switch(*args)
         except KeyboardInterrupt:
@@ -405,6 +430,7 @@ class Actors:
                 raise  # the learner pressed stop
             state.crash = None
         finally:
+            state.slot.swap()
             if armed:
                 WATCHDOG.disarm()
         if WATCHDOG.fired:

@@ -15,13 +15,20 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
   run's). Each sleep counts towards the actor's spin bound: a retry loop that has slept
   ``spin_bound`` times is stopped (its result is ``SPUN``), and the exploration says how many
   schedules the bound cut.
+* **An asyncio client is adopted too.** Every command, pipeline and script call of a
+  ``redis.asyncio.Redis`` goes, as it is awaited, through the same gated client of the lab
+  (``helpers.instruments.aio``): it runs at once and parks the whole actor, event loop and all,
+  until its step. An event loop made inside an actor (``asyncio.run``, ``new_event_loop``) is the
+  race's ``LabLoop``: no sockets, and its timers (``asyncio.sleep``, timeouts) run on the logical
+  clock, each wait counted as a sleep.
 * **No socket opens outside the lab.** A connection of a client the race did not make is refused
-  (``ActorRefused``) before it connects: an asyncio client (``redis.asyncio``, whose round trips
-  run on an event loop no step controls: reason ``ASYNCIO``), and a synchronous one that
-  adoption cannot reach (``monitor()``, a connection a library takes from a pool itself, a
-  ``single_connection_client``: reason ``UNADOPTABLE``). Adopted commands never need one.
+  (``ActorRefused``) before it connects: an asyncio connection that adoption cannot reach
+  (``monitor()``, a cluster or sentinel client, a connection taken from a pool directly: reason
+  ``ASYNCIO``), and a synchronous one (``monitor()``, a connection a library takes from a pool
+  itself, a ``single_connection_client``: reason ``UNADOPTABLE``). Adopted commands never need one.
 * **Subscribing is refused.** Pub/sub delivers messages from another connection at a time no
-  step decides, so an actor that calls ``pubsub()`` gets ``ActorRefused`` saying so.
+  step decides, so an actor that calls ``pubsub()`` (of a ``redis`` or a ``redis.asyncio``
+  client) gets ``ActorRefused`` saying so.
 * **Its background threads may not talk to Redis.** A schedule steps the actor's own thread (or
   greenlet) only. A round trip from any other thread, such as a thread the actor started
   (python-redis-lock's auto-renewal, a ``threading.Thread`` of its own), is refused with
@@ -40,6 +47,7 @@ go in the first time a race runs (``install``), never on import.
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import functools
 import threading
@@ -52,12 +60,14 @@ from enum import StrEnum
 from typing import Any, SupportsIndex
 
 import redis
+import redis.asyncio
 import redis.asyncio.connection
 import redis.connection
 
 from helpers.backend.connection import LabConnection
 from helpers.errors import RaceLabError
 from helpers.instruments import logical_time
+from helpers.instruments.aio import AdoptedPipeline, LabLoop
 
 try:  # the explorer's runner: an actor is a greenlet of the scheduler's thread
     import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
@@ -74,7 +84,7 @@ class Refusal(StrEnum):
     THREAD = "thread"  # a round trip from a thread other than the actor's own
     PUBSUB = "pubsub"  # it subscribed: messages arrive at a time no step decides
     NO_ROUND_TRIP = "no_round_trip"  # it finished without a round trip the race could see
-    ASYNCIO = "asyncio"  # an asyncio client: its round trips run on an event loop, not in steps
+    ASYNCIO = "asyncio"  # an asyncio connection adoption cannot reach (monitor, cluster, ...)
     UNADOPTABLE = "unadoptable"  # a connection of its own that adoption cannot reach
 
 
@@ -235,6 +245,11 @@ def install() -> None:
             connect_async=_ASYNC.connect_check_health,
             sleep=time.sleep,
             thread_start=threading.Thread.start,
+            aexecute_command=redis.asyncio.Redis.execute_command,
+            apipeline=redis.asyncio.Redis.pipeline,
+            apubsub=redis.asyncio.Redis.pubsub,
+            ainitialize=redis.asyncio.Redis.initialize,
+            new_event_loop=asyncio.events.new_event_loop,
         )
         redis.Redis.execute_command = _execute_command  # type: ignore[method-assign]
         redis.Redis.pipeline = _pipeline  # type: ignore[method-assign]
@@ -246,6 +261,48 @@ def install() -> None:
         time.sleep = _sleep
         logical_time.replace(_ORIGINAL["sleep"], _sleep)  # from time import sleep, too
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
+        _install_asyncio()
+
+
+def _install_asyncio() -> None:
+    """Patch redis.asyncio.Redis and asyncio's new_event_loop (part of install)."""
+    aredis = redis.asyncio.Redis
+    aredis.execute_command = _aexecute_command  # type: ignore[method-assign]
+    aredis.pipeline = _apipeline  # type: ignore[method-assign]
+    aredis.pubsub = _pubsub  # type: ignore[method-assign]
+    aredis.initialize = _ainitialize  # type: ignore[method-assign]
+    asyncio.events.new_event_loop = _new_event_loop
+    asyncio.new_event_loop = _new_event_loop
+
+
+def event_loop() -> LabLoop:
+    """Return a new event loop for the actor running here: logical time, sleeps counted."""
+    clock = logical_time.current()
+    if clock is None:
+        raise RuntimeError("event_loop() is for code running inside an actor of a race")
+    return LabLoop(clock, _sleep, _refuse_socket)
+
+
+def _refuse_socket(what: str) -> ActorRefused:
+    """Return the refusal of a socket an actor's event loop was asked to open."""
+    context = _CURRENT.get() or started_by()
+    name = context.name if context is not None else "?"
+    exc = ActorRefused(
+        f"actor {name}'s event loop was asked to open {what}: an actor's asyncio loop opens no "
+        "sockets (its Redis round trips go through the race), so it is refused; send commands "
+        "through a redis.asyncio.Redis instead",
+        reason=Refusal.ASYNCIO,
+    )
+    if context is not None:
+        context.refused.append(exc)
+    return exc
+
+
+def _new_event_loop() -> asyncio.AbstractEventLoop:
+    if _CURRENT.get() is not None and logical_time.current() is not None:
+        return event_loop()
+    loop: asyncio.AbstractEventLoop = _ORIGINAL["new_event_loop"]()
+    return loop
 
 
 def _thread_start(self: threading.Thread) -> None:
@@ -282,14 +339,38 @@ def _pipeline(self: Any, transaction: bool = True, shard_hint: Any = None) -> An
 
 def _pubsub(self: Any, **kwargs: Any) -> Any:
     context = _CURRENT.get()
+    aio = isinstance(self, redis.asyncio.Redis)
     if context is not None:
         raise ActorRefused(
-            f"actor {context.name} subscribes (pubsub): messages arrive on another connection at "
-            "a time no step decides, so a schedule cannot control them; explore the part of the "
-            "code that sends commands, or run the library under threads (Race.load) instead",
+            f"actor {context.name} subscribes (pubsub{' of an asyncio client' if aio else ''}): "
+            "messages arrive on another connection at a time no step decides, so a schedule "
+            "cannot control them; explore the part of the code that sends commands, or run the "
+            "library under threads (Race.load) instead",
             reason=Refusal.PUBSUB,
         )
-    return _ORIGINAL["pubsub"](self, **kwargs)
+    return _ORIGINAL["apubsub" if aio else "pubsub"](self, **kwargs)
+
+
+async def _aexecute_command(self: Any, *args: Any, **options: Any) -> Any:
+    context = _CURRENT.get()
+    if context is None:
+        refuse_if_started(lambda: _words(args))
+        return await _ORIGINAL["aexecute_command"](self, *args, **options)
+    return context.client_for(self).execute_command(*args, **options)  # parks the whole actor
+
+
+def _apipeline(self: Any, transaction: bool = True, shard_hint: Any = None) -> Any:
+    context = _CURRENT.get()
+    if context is None:
+        refuse_if_started("a pipeline")
+        return _ORIGINAL["apipeline"](self, transaction, shard_hint)
+    return AdoptedPipeline(context.client_for(self).pipeline(transaction, shard_hint))
+
+
+async def _ainitialize(self: Any) -> Any:
+    if _CURRENT.get() is None:
+        return await _ORIGINAL["ainitialize"](self)
+    return self  # a single_connection_client adopted: no connection of its own is taken
 
 
 def _address(connection: Any) -> str:
@@ -307,10 +388,10 @@ def _refuse_connect(connection: Any, reason: Refusal) -> ActorRefused | None:
     where = _address(connection)
     if reason is Refusal.ASYNCIO:
         what = (
-            f"actor {context.name} connects an asyncio client (redis.asyncio, to {where}): "
-            "asyncio clients cannot be stepped (their round trips run on an event loop, which no "
-            "step controls), so it is refused before its socket opens; call the library's "
-            "synchronous API inside the actor"
+            f"actor {context.name} opens an asyncio connection of its own (redis.asyncio, to "
+            f"{where}) that the race cannot adopt (monitor(), a cluster or sentinel client, a "
+            "connection taken from a pool directly), so it is refused before its socket opens; "
+            "send commands, pipelines and scripts through a redis.asyncio.Redis instead"
         )
     else:
         what = (
@@ -364,6 +445,7 @@ __all__ = [
     "actor_running",
     "check_sender",
     "current",
+    "event_loop",
     "install",
     "refuse_if_started",
     "started_by",

@@ -50,6 +50,7 @@ from helpers.backend.modes import (
     mode_of,
 )
 from helpers.errors import RaceLabError
+from helpers.instruments import aio
 from helpers.instruments.history import FAIL, INFO, OK, Op, Overlap, Span, overlaps
 from helpers.instruments.progress import REFRESH_S, progress
 
@@ -407,8 +408,11 @@ def run_clients(
     every round trip; "lockstep": round trips in rounds with the other clients). Re-raises the first exception of any client; raises RunTimeout after
     `timeout` seconds. No thread outlives the call. With a workload ``inputs`` (one row per
     client), client i's j-th call is fn(client, inputs[i][j]), and clients and iterations are
-    the workload's shape; outcome (i, j, value) answers inputs[i][j].
+    the workload's shape; outcome (i, j, value) answers inputs[i][j]. An ``async def`` fn is
+    given the asyncio view of its thread's client and run on that thread's event loop.
     """
+    if aio.is_async_actor(fn):
+        fn = aio.sync_actor(fn)
     if inputs is not None:
         clients, iterations = workload_shape(inputs)
     _check_run(clients, iterations, mode, think_s, timeout)
@@ -602,6 +606,8 @@ def run_processes(
         raise ValueError(
             "lockstep rounds are kept between threads: use run_clients for mode='lockstep'"
         )
+    if aio.is_async_actor(fn):  # each process runs it on its own event loop, as run_clients
+        fn = aio.sync_actor(fn)
     _check_run(clients, iterations, mode, think_s, timeout)
     check_connections(lab, clients, f"run_processes(clients={clients})")
     mp = multiprocessing.get_context("fork")
