@@ -90,8 +90,8 @@ lab: $(LEARNER_STAMP) ## Install the notebooks' packages if needed, open Jupyter
 test: $(STAMP) check ## make check, unit tests and every notebook: embedded, then a real Redis and a real 3-node cluster when available
 	scripts/run-tests.sh
 
-test-unit: $(STAMP) ## Unit tests only
-	$(PY) -m pytest tests
+test-unit: $(STAMP) ## Unit tests only, on every core (RACELAB_TEST_WORKERS=1: one process)
+	$(PY) -m pytest -n $${RACELAB_TEST_WORKERS:-auto} --dist loadfile tests
 
 test-browser: $(STAMP) ## Every notebook through Run All in JupyterLab in chromium (screenshots in .browser-screenshots/)
 	$(PY) -m pytest tests/browser
