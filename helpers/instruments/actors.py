@@ -34,6 +34,7 @@ from helpers.instruments.adopt import (
 )
 from helpers.instruments.deadline import raise_in
 from helpers.instruments.footprint import Footprint, KeyTable, Transactions
+from helpers.instruments.servers import Servers, qualified
 
 try:  # runner="greenlet": a gated step is a switch, not two thread hand-offs
     import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
@@ -45,6 +46,16 @@ UNFINISHED = "(unfinished)"
 CRASHED = "(crashed)"  # the result of an actor whose client crashed ("A!")
 STEP_TIMEOUT_S = 30.0  # an actor that does not reach its next round trip by then is stuck
 STOP_WAIT_S = 1.0  # an actor thread not ended this long after its run closed is interrupted
+
+
+def on_server(footprint: Footprint, server: str) -> Footprint:
+    """Return a footprint of a further server's round trip: its keys are that server's own."""
+    if not server or footprint.everything:
+        return footprint
+    return Footprint(
+        frozenset(qualified(server, k) for k in footprint.reads),
+        frozenset(qualified(server, k) for k in footprint.writes),
+    )
 
 
 class ScheduleError(RaceLabError, ValueError):
@@ -106,6 +117,7 @@ class Gate(Mode):
         self.actor = actor
         self.run: Actors | None = None  # None: commands pass (connecting, resetting)
         self.open_state = False  # a WATCH or MULTI left open on the connection
+        self.server = ""  # the server of the round trip under way ('' the lab's own: OnServer)
 
     def before_round_trip(self, commands: list[Command]) -> list[Command] | None:
         """Refuse another thread's round trip (ActorRefused), count, park until the run grants
@@ -117,7 +129,7 @@ class Gate(Mode):
             refuse_if_started(lambda: describe_round_trip(commands, _text))
         super().before_round_trip(commands)
         if run is not None:
-            return run.park(self.actor, commands)
+            return run.park(self.actor, commands, self.server)
         return None
 
     def on_reply(self, command: Command, reply: Any) -> None:
@@ -203,6 +215,7 @@ class ActorState:
         self.parked = False
         self.done = False
         self.pending: list[Command] = []
+        self.server = ""  # the server its pending round trip goes to ('' the lab's own)
         self.replies: list[Any] = []
         self.step_replies: list[Any] = []
         self.result: Any = UNFINISHED
@@ -231,8 +244,10 @@ class Actors:
         greenlets: bool,
         keys: KeyTable | None,
         short: Callable[[Any], str],
+        servers: Servers | None = None,
     ) -> None:
         self.lab, self.observer, self.node, self.loaded = lab, observer, node, loaded
+        self.servers = servers if servers is not None else Servers(lab)
         self.clock, self.short = clock, short
         self.states: dict[str, ActorState] = {}
         self.refused: list[ActorRefused] = []  # round trips from threads not an actor's own
@@ -281,10 +296,11 @@ class Actors:
 
     def _body(self, state: ActorState) -> None:
         gate, node = state.gate, self.node
+        servers = self.servers
         context = ActorContext(
             state.name,
-            lambda decode: self.lab.client(mode=gate, decode_responses=decode, node=node),
-            self.lab.release,
+            lambda decode, address: servers.client(address, gate, decode, node),
+            servers.release,
             refused=self.refused,
         )
         try:
@@ -310,9 +326,10 @@ class Actors:
             state.done = True
             self._cond.notify_all()
 
-    def park(self, name: str, commands: list[Command]) -> list[Command] | None:
+    def park(self, name: str, commands: list[Command], server: str = "") -> list[Command] | None:
         state = self.states[name]
         state.round_trips += 1
+        state.server = server
         if state.recovering and _recovers_script(commands):
             # NOSCRIPT, then SCRIPT LOAD (or EVAL) and the retried call: one step, the one that
             # met the cold cache, so a replay with a cold cache has the steps of a warm one
@@ -333,7 +350,9 @@ class Actors:
         state = self.states[name]
         self._note_global_state(commands)
         if self._keys is not None:
-            state.footprint = state.transactions.footprint(self._keys, commands)
+            state.footprint = on_server(
+                state.transactions.footprint(self._keys, commands), state.server
+            )
         if self._greenlets:
             state.step_replies, state.replies = state.replies, []
             state.pending = commands
