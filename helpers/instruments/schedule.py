@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from helpers.backend.modes import Command, command_name
@@ -223,13 +223,11 @@ class Trace:
         rows = [TraceRow(0, "", "(setup)", "", self.initial_state)] + self.rows
         width_c = max(len(r.client) for r in [head, *rows])
         width_s = max(len(r.server) for r in [head, *rows]) if self.servers else 0
-        width_s = max(width_s, len(self.servers))
         width_m = max(len(r.command) for r in [head, *rows])
         width_r = max(len(r.reply) for r in [head, *rows])
 
         def line(num: str, r: TraceRow) -> str:
-            where = r.server or (self.servers if num else "")
-            server = f"{where:<{width_s}}  " if self.servers else ""
+            server = f"{r.server:<{width_s}}  " if self.servers else ""
             return (
                 f"{num:>4}  {r.client:<{width_c}}  {server}{r.command:<{width_m}}  "
                 f"{r.reply:<{width_r}}  {r.state}".rstrip()
@@ -615,14 +613,16 @@ class ScheduleRun:
 
     def trace(self) -> Trace:
         """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
+        servers = self._connections.servers
+        main = servers.label("") if servers.names else ""
         return Trace(
             schedule_text(self.names),
-            list(self.rows),
+            [replace(r, server=r.server or main) for r in self.rows],
             self.results,
             self.initial_state,
             self.result_texts(),
             {n: s.fn for n, s in self.actors.items()},
-            self._connections.servers.label("") if self._connections.servers.names else "",
+            main,
         )
 
     def close(self) -> None:
