@@ -24,8 +24,9 @@ round trip, at most ``max_faults`` of them per schedule. In a schedule they are 
 When the actors' own clients dial several servers (``helpers.instruments.servers``: Redlock's
 masters), "crash" also offers ``crash(<server>)`` for each server beyond the lab's own: that
 server restarts without persistence, so it forgets every key and its script cache (a lock it
-granted is gone), on the embedded backend as on the real one. The lab's own server restarts
-with ``restart``.
+granted is gone), on the embedded backend as on the real one. "pause" also offers
+``pause(<server>)`` while that server holds a key with a TTL: it stalls (or its clock jumps)
+past every TTL, so each of those keys expires. The lab's own server restarts with ``restart``.
 
 Restart and failover need a real, single, throwaway server that this suite started (a lab from
 ``connect(backend="real")``): they stop a process or replace its data. Anywhere else they are
@@ -197,10 +198,34 @@ class ServerCrash(Fault):
         run.add_row("(server)", self.name, run.crash_server(name), name)
 
 
+class ServerPause(ServerCrash):
+    """ "pause(<server>)": a server beyond the lab's own stalls (or its clock jumps) past every
+    TTL it holds: when it answers again, each of its keys with a TTL has expired."""
+
+    name = "pause"
+
+    def offered(self, run: Any) -> list[str]:
+        """Return a pause of each further server that holds a key with a TTL now."""
+        return self.steps((), [s for s in run.servers if run.server_leases(s)])
+
+    def possible(self, run: Any) -> list[str]:
+        """Return a pause of each further server: any step may give one a lease."""
+        return self.steps((), run.servers)
+
+    def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
+        """Expire the server's keys that have a TTL and add the trace row."""
+        name = step[len(self.name) + 1 : -1]
+        run.record(step, EVERYTHING)
+        keys = run.pause_server(name)
+        shown = ", ".join(run.short(k) for k in keys)
+        reply = f"TTL of {shown} ran out" if keys else "no key with a TTL: nothing expires"
+        run.add_row("(server)", f"(pause) {name} stalls past its TTLs", reply, name)
+
+
 KINDS: dict[str, Fault] = {kind.name: kind for kind in (Crash(), Pause(), Restart(), Failover())}
 SERVER_WORDS = frozenset(kind.name for kind in KINDS.values() if not kind.mark)
-# A fault of one of the further servers, by the name the user gives ("crash"): "crash(<server>)"
-SERVER_KINDS: dict[str, Fault] = {kind.name: kind for kind in (ServerCrash(),)}
+# The faults of the further servers, by the names the user gives: "crash(<server>)", "pause(...)"
+SERVER_KINDS: dict[str, Fault] = {kind.name: kind for kind in (ServerCrash(), ServerPause())}
 _SERVER_STEP = re.compile(r"(\w+)\((\S+)\)")
 
 
@@ -258,6 +283,7 @@ def leases(run: Any, actor: str) -> list[str]:
     for step, touched in zip(run.names, run.footprints):
         kind = kind_of(step)
         if isinstance(kind, (Crash, ServerCrash)):  # no key of the lab's own server changes
+            # (ServerPause is a ServerCrash: it expires keys of a further server only)
             continue
         if isinstance(kind, Restart):  # restart or failover: the data written before is gone
             last = {}

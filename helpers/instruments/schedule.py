@@ -572,6 +572,14 @@ class ScheduleRun:
         """Restart further server name without persistence; return what the trace row says."""
         return self._connections.servers.crash(name)
 
+    def server_leases(self, name: str) -> list[bytes]:
+        """Return the keys of further server name that have a TTL now."""
+        return self._connections.servers.leases(name)
+
+    def pause_server(self, name: str) -> list[bytes]:
+        """Expire every key with a TTL on further server name; return those keys."""
+        return self._connections.servers.pause(name)
+
     def record(self, name: str, footprint: Footprint) -> None:
         """Record a step as run: its name in the schedule and what it touched."""
         self.names.append(name)

@@ -14,9 +14,11 @@ go, by the address the client dials (``host:port``, or a socket path):
   ``ActorRefused`` with reason ``UNMAPPED``): a second address on a cluster lab, on a real lab
   where no redis-server can start, or more than ``MAX_SERVERS`` addresses.
 
-A server is named by its address as the library wrote it (``localhost:6380``). Its fault step is
-``crash(localhost:6380)``: it restarts without persistence, so it forgets every key and its
-script cache (``helpers.instruments.faults.ServerCrash``; ``Servers.crash`` says how). A round trip's server is in the trace
+A server is named by its address as the library wrote it (``localhost:6380``). Its fault steps
+are ``crash(localhost:6380)``: it restarts without persistence, so it forgets every key and its
+script cache (``helpers.instruments.faults.ServerCrash``; ``Servers.crash`` says how), and
+``pause(localhost:6380)``: it stalls (or its clock jumps) past every TTL it holds, so each key
+with a TTL expires (``ServerPause``). A round trip's server is in the trace
 as soon as a race has more than one.
 """
 
@@ -226,6 +228,27 @@ class Servers:
             client.connection_pool.disconnect()
         found.scripts = set()
         return "restarted without persistence: its keys and script cache are lost"
+
+    def leases(self, name: str) -> list[bytes]:
+        """Return the keys of further server name that have a TTL now."""
+        admin = self.extra[name].admin
+        keys = list(admin.scan_iter(count=1000))
+        if not keys:
+            return []
+        with admin.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.pttl(key)
+            ttls = pipe.execute()
+        return sorted(key for key, ttl in zip(keys, ttls) if ttl >= 0)
+
+    def pause(self, name: str) -> list[bytes]:
+        """Let further server name stall past every TTL: each key with one expires; return them."""
+        if name not in self.extra:
+            return []
+        keys = self.leases(name)
+        for key in keys:
+            self.extra[name].admin.execute_command("PEXPIREAT", key, 1)
+        return keys
 
     def close(self) -> None:
         """Stop every further server."""
