@@ -108,6 +108,32 @@ def test_a_server_fault_is_a_step_of_a_forced_schedule_too(lab: Lab) -> None:
     assert trace.results == {"A": True}  # the crash came after A's SET there: it still counts
 
 
+def test_the_reduced_search_answers_as_the_exhaustive_one_across_servers(lab: Lab) -> None:
+    key = lab.key("k")
+
+    def read_then_write(client: redis.Redis, read: str, write: str) -> str | None:
+        seen = redis.Redis.from_url(read, decode_responses=True).get(key)
+        redis.Redis.from_url(write, decode_responses=True).set(key, "x")
+        return seen
+
+    # Store buffering across two servers: both read nothing only if both reads come first.
+    actors = {
+        "A": partial(read_then_write, read=MASTERS[1], write=MASTERS[2]),
+        "B": partial(read_then_write, read=MASTERS[2], write=MASTERS[1]),
+    }
+    one_sees = lambda client, results: results["A"] is not None or results["B"] is not None  # noqa: E731
+    reduced = explore(lab, actors, one_sees, watch=[key])
+    every = explore(lab, actors, one_sees, watch=[key], reduce=False)
+    assert (every.bad_count, every.total) == (4, 6)
+    assert (reduced.bad, reduced.total) == (every.bad, 6)
+
+    # The same key name on two servers is two keys: writes there commute (one class).
+    writers = {"A": partial(read_then_write, read=MASTERS[1], write=MASTERS[1])}
+    writers["B"] = partial(read_then_write, read=MASTERS[2], write=MASTERS[2])
+    apart = explore(lab, writers, lambda client, results: True, watch=[key])
+    assert (apart.total, apart.classes) == (6, 1)
+
+
 def test_each_address_has_keys_of_its_own_and_the_first_is_the_labs(lab: Lab) -> None:
     key = lab.key("k")
 
