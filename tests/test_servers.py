@@ -134,6 +134,26 @@ def test_the_reduced_search_answers_as_the_exhaustive_one_across_servers(lab: La
     assert (apart.total, apart.classes) == (6, 1)
 
 
+def test_a_blocking_call_on_a_further_server_waits_for_that_servers_keys(lab: Lab) -> None:
+    key = lab.key("jobs")
+
+    def worker(client: redis.Redis) -> object:
+        redis.Redis.from_url(MASTERS[0]).get(key)  # the first address: the lab's own server
+        return redis.Redis.from_url(MASTERS[1], decode_responses=True).blpop([key], timeout=1)
+
+    def producer(client: redis.Redis) -> int:
+        queue = redis.Redis.from_url(MASTERS[1])
+        queue.lpush(key, "job")
+        return int(queue.llen(key))
+
+    still_queued = lambda client, results: results["B"] == 1  # noqa: E731
+    found = explore(lab, {"A": worker, "B": producer}, still_queued, watch=[key])
+    # The worker's BLPOP can go as soon as the job is on its server (server 2), before the
+    # producer's LLEN: it is not left waiting for a list on the lab's own server.
+    assert (found.bad, found.total) == (["ABAB", "BAAB"], 5)
+    assert found.returned()["A"] == {"('jobs', 'job')": 5}  # the worker always gets the job
+
+
 def test_each_address_has_keys_of_its_own_and_the_first_is_the_labs(lab: Lab) -> None:
     key = lab.key("k")
 

@@ -339,7 +339,8 @@ class Actors:
         state.recovering = False
         state.call = blocking.call_of(commands)
         if state.call is not None:  # made now: XREAD's "$" is the stream's last id now
-            state.call = blocking.resolved(self.observer, state.call)
+            observer = self.servers.observer(server) or self.observer  # the call's own server
+            state.call = blocking.resolved(observer, state.call)
             if state.call.command != tuple(commands[0]):
                 state.instead = [state.call.command]
         self._park_until_granted(name, commands)

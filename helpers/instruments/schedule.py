@@ -477,10 +477,13 @@ class ScheduleRun:
     @property
     def waiting(self) -> list[str]:
         """Return the actors whose next round trip is a blocking call the server cannot answer yet."""
+        servers = self._connections.servers
         found = [
             n
             for n, s in self.actors.items()
-            if not s.done and s.call is not None and not blocking.answerable(self.observer, s.call)
+            if not s.done
+            and s.call is not None
+            and not blocking.answerable(servers.observer(s.server) or self.observer, s.call)
         ]
         self.waited = self.waited or bool(found)
         return found

@@ -188,6 +188,10 @@ class Servers:
                 return
         self.lab.release(client)
 
+    def observer(self, server: str) -> redis.Redis | None:
+        """Return a client that reads further server's keys unseen by any gate (None: the lab's)."""
+        return self.extra[server].admin if server else None
+
     def new_found(self) -> list[str]:
         """Return the addresses found since the last call (a search restarts to know them)."""
         found, self.found = self.found, []
