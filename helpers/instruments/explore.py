@@ -390,7 +390,10 @@ def explore(
     max_faults (default 1) per schedule: "A!" kills A's client between two round trips (its
     result is then "(crashed)"), "A~" pauses A until its leases run out, "restart" and
     "failover" hit a throwaway server (see ``helpers.instruments.faults``, which also says
-    where each one can run). crashes=N is faults=("crash",), max_faults=N.
+    where each one can run). When the actors' own clients dial several servers (Redlock's
+    masters: ``helpers.instruments.servers``), "crash" and "pause" also offer "crash(<server>)"
+    (it restarts without persistence) and "pause(<server>)" (its TTLs run out) for each server
+    beyond the lab's own. crashes=N is faults=("crash",), max_faults=N.
     budget_s=S stops the search after about S seconds with a partial result (``complete`` is
     False, the summary says PARTIAL). Without it, a reduced search estimates its size after
     ESTIMATE_AFTER replays and refuses at once one that will not fit max_schedules.
