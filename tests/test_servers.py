@@ -13,7 +13,7 @@ import pytest
 import redis
 import redlock
 
-from helpers import Lab, explore, run_schedule
+from helpers import Invariant, Lab, Race, explore, run_schedule
 from helpers.instruments.adopt import ActorRefused, Refusal
 from helpers.instruments.explore import results_at_most
 from helpers.instruments.servers import MAX_SERVERS, UnmappedServer
@@ -21,6 +21,7 @@ from helpers.instruments.servers import MAX_SERVERS, UnmappedServer
 MASTERS = ["redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0", "redis://127.0.0.1:3/0"]
 ADDRESSES = ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]
 LEASE_MS = 10_000
+ONE_HOLDER = Invariant("one holder", "at most one taker holds the lock", results_at_most(True, 1))
 
 
 def take(client: redis.Redis, name: str, retries: int) -> bool:
@@ -205,3 +206,17 @@ def test_a_second_address_on_a_cluster_lab_is_refused(cluster_lab: Lab) -> None:
     with pytest.raises(ActorRefused, match="a cluster lab has no server") as refused:
         run_schedule(cluster_lab, {"A": partial(take, name=name, retries=1)}, "AA", watch=[name])
     assert refused.value.reason is Refusal.UNMAPPED
+
+
+def test_the_stepper_shows_each_round_trips_server(lab: Lab) -> None:
+    name, actors = takers(lab)
+    race = Race(lab, actors, watch=[name], invariant=ONE_HOLDER)
+    stepper = race.stepper()
+    try:
+        for actor in "AAB":
+            stepper.step(actor)
+        assert stepper.text().splitlines()[0].split()[:3] == ["step", "client", "server"]
+        assert [row.server for row in stepper.trace.rows] == [*ADDRESSES[:2], ADDRESSES[0]]
+        assert "<th" in stepper.html() and ">server</th>" in stepper.html()
+    finally:
+        stepper.close()
