@@ -122,7 +122,10 @@ def test_the_reduced_search_answers_as_the_exhaustive_one_across_servers(lab: La
         "A": partial(read_then_write, read=MASTERS[1], write=MASTERS[2]),
         "B": partial(read_then_write, read=MASTERS[2], write=MASTERS[1]),
     }
-    one_sees = lambda client, results: results["A"] is not None or results["B"] is not None  # noqa: E731
+
+    def one_sees(client: redis.Redis, results: dict[str, object]) -> bool:
+        return results["A"] is not None or results["B"] is not None
+
     reduced = explore(lab, actors, one_sees, watch=[key])
     every = explore(lab, actors, one_sees, watch=[key], reduce=False)
     assert (every.bad_count, every.total) == (4, 6)

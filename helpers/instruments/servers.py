@@ -18,8 +18,13 @@ A server is named by its address as the library wrote it (``localhost:6380``). I
 are ``crash(localhost:6380)``: it restarts without persistence, so it forgets every key and its
 script cache (``helpers.instruments.faults.ServerCrash``; ``Servers.crash`` says how), and
 ``pause(localhost:6380)``: it stalls (or its clock jumps) past every TTL it holds, so each key
-with a TTL expires (``ServerPause``). A round trip's server is in the trace
-as soon as a race has more than one.
+with a TTL expires (``ServerPause``). As soon as a race has more than one server, each trace
+row names the server its round trip went to, and a round trip's footprint holds that server's
+keys only (the same key name on two servers is two keys: their steps commute).
+
+Addresses are compared as written: ``localhost:6379`` and ``127.0.0.1:6379`` are two servers.
+A URL's database number is ignored, as it was before: the lab's own server's keys are in the
+lab's database, a further server's in database 0.
 """
 
 from __future__ import annotations
