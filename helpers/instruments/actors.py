@@ -58,6 +58,9 @@ def on_server(footprint: Footprint, server: str) -> Footprint:
     )
 
 
+_CLEANUP = frozenset({"UNWATCH", "DISCARD", "RESET"})  # what a stopped actor's way out sends
+
+
 class ScheduleError(RaceLabError, ValueError):
     """A schedule names an unknown or finished client, leaves clients unfinished, or an actor is stuck."""
 
@@ -377,9 +380,14 @@ class Actors:
     def _abort(self, state: ActorState, commands: list[Command]) -> None:
         """Stop an actor at the round trip it is about to send: its run is closing."""
         state.parked = False
-        if state.aborted:  # cleanup code on the way out (a pipeline's UNWATCH): the
-            # connection is about to be closed anyway, which redis-py handles quietly
-            raise redis.ConnectionError(f"the schedule ended: {state.name} is stopped")
+        if state.aborted:
+            if all(command_name(c) in _CLEANUP for c in commands):  # a pipeline's UNWATCH on
+                # the way out: the connection is about to be closed anyway, which redis-py
+                # handles quietly
+                raise redis.ConnectionError(f"the schedule ended: {state.name} is stopped")
+            # A library swallowed the first (a bare except, as redlock-py's loop over its
+            # masters has): stopped again, never handed an error it would log and go on from.
+            raise Aborted(f"the schedule ended before {state.name} sent {commands}")
         state.aborted = True
         raise Aborted(f"the schedule ended before {state.name} sent {commands}")
 
