@@ -290,4 +290,5 @@ def test_a_refusal_keeps_its_reason_through_pickling() -> None:
         "no_round_trip",
         "asyncio",
         "unadoptable",
+        "unmapped",
     ]

@@ -41,6 +41,7 @@ from helpers.instruments.adopt import (
 )
 from helpers.instruments.deadline import raise_in
 from helpers.instruments.footprint import Footprint, KeyTable, Transactions
+from helpers.instruments.servers import Servers, qualified
 
 try:  # runner="greenlet": a gated step is a switch, not two thread hand-offs
     import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
@@ -52,6 +53,19 @@ UNFINISHED = "(unfinished)"
 CRASHED = "(crashed)"  # the result of an actor whose client crashed ("A!")
 STEP_TIMEOUT_S = 30.0  # an actor that does not reach its next round trip by then is stuck
 STOP_WAIT_S = 1.0  # an actor thread not ended this long after its run closed is interrupted
+
+
+def on_server(footprint: Footprint, server: str) -> Footprint:
+    """Return a footprint of a further server's round trip: its keys are that server's own."""
+    if not server or footprint.everything:
+        return footprint
+    return Footprint(
+        frozenset(qualified(server, k) for k in footprint.reads),
+        frozenset(qualified(server, k) for k in footprint.writes),
+    )
+
+
+_CLEANUP = frozenset({"UNWATCH", "DISCARD", "RESET"})  # what a stopped actor's way out sends
 
 
 class ScheduleError(RaceLabError, ValueError):
@@ -113,6 +127,7 @@ class Gate(Mode):
         self.actor = actor
         self.run: Actors | None = None  # None: commands pass (connecting, resetting)
         self.open_state = False  # a WATCH or MULTI left open on the connection
+        self.server = ""  # the server of the round trip under way ('' the lab's own: OnServer)
 
     def before_round_trip(self, commands: list[Command]) -> list[Command] | None:
         """Refuse another thread's round trip (ActorRefused), count, park until the run grants
@@ -124,7 +139,7 @@ class Gate(Mode):
             refuse_if_started(lambda: describe_round_trip(commands, _text))
         super().before_round_trip(commands)
         if run is not None:
-            return run.park(self.actor, commands)
+            return run.park(self.actor, commands, self.server)
         return None
 
     def on_reply(self, command: Command, reply: Any) -> None:
@@ -225,6 +240,7 @@ class ActorState:
         self.parked = False
         self.done = False
         self.pending: list[Command] = []
+        self.server = ""  # the server its pending round trip goes to ('' the lab's own)
         self.replies: list[Any] = []
         self.step_replies: list[Any] = []
         self.result: Any = UNFINISHED
@@ -253,8 +269,10 @@ class Actors:
         greenlets: bool,
         keys: KeyTable | None,
         short: Callable[[Any], str],
+        servers: Servers | None = None,
     ) -> None:
         self.lab, self.observer, self.node, self.loaded = lab, observer, node, loaded
+        self.servers = servers if servers is not None else Servers(lab)
         self.clock, self.short = clock, short
         self.states: dict[str, ActorState] = {}
         self.refused: list[ActorRefused] = []  # round trips from threads not an actor's own
@@ -303,10 +321,11 @@ class Actors:
 
     def _body(self, state: ActorState) -> None:
         gate, node = state.gate, self.node
+        servers = self.servers
         context = ActorContext(
             state.name,
-            lambda decode: self.lab.client(mode=gate, decode_responses=decode, node=node),
-            self.lab.release,
+            lambda decode, address: servers.client(address, gate, decode, node),
+            servers.release,
             refused=self.refused,
         )
         try:
@@ -332,9 +351,10 @@ class Actors:
             state.done = True
             self._cond.notify_all()
 
-    def park(self, name: str, commands: list[Command]) -> list[Command] | None:
+    def park(self, name: str, commands: list[Command], server: str = "") -> list[Command] | None:
         state = self.states[name]
         state.round_trips += 1
+        state.server = server
         if state.recovering and _recovers_script(commands):
             # NOSCRIPT, then SCRIPT LOAD (or EVAL) and the retried call: one step, the one that
             # met the cold cache, so a replay with a cold cache has the steps of a warm one
@@ -344,7 +364,8 @@ class Actors:
         state.recovering = False
         state.call = blocking.call_of(commands)
         if state.call is not None:  # made now: XREAD's "$" is the stream's last id now
-            state.call = blocking.resolved(self.observer, state.call)
+            observer = self.servers.observer(server) or self.observer  # the call's own server
+            state.call = blocking.resolved(observer, state.call)
             if state.call.command != tuple(commands[0]):
                 state.instead = [state.call.command]
         self._park_until_granted(name, commands)
@@ -355,7 +376,9 @@ class Actors:
         state = self.states[name]
         self._note_global_state(commands)
         if self._keys is not None:
-            state.footprint = state.transactions.footprint(self._keys, commands)
+            state.footprint = on_server(
+                state.transactions.footprint(self._keys, commands), state.server
+            )
         if self._greenlets:
             state.step_replies, state.replies = state.replies, []
             state.pending = commands
@@ -379,9 +402,14 @@ class Actors:
     def _abort(self, state: ActorState, commands: list[Command]) -> None:
         """Stop an actor at the round trip it is about to send: its run is closing."""
         state.parked = False
-        if state.aborted:  # cleanup code on the way out (a pipeline's UNWATCH): the
-            # connection is about to be closed anyway, which redis-py handles quietly
-            raise redis.ConnectionError(f"the schedule ended: {state.name} is stopped")
+        if state.aborted:
+            if all(command_name(c) in _CLEANUP for c in commands):  # a pipeline's UNWATCH on
+                # the way out: the connection is about to be closed anyway, which redis-py
+                # handles quietly
+                raise redis.ConnectionError(f"the schedule ended: {state.name} is stopped")
+            # A library swallowed the first (a bare except, as redlock-py's loop over its
+            # masters has): stopped again, never handed an error it would log and go on from.
+            raise Aborted(f"the schedule ended before {state.name} sent {commands}")
         state.aborted = True
         raise Aborted(f"the schedule ended before {state.name} sent {commands}")
 

@@ -7,8 +7,10 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
 * **A client it did not get from the race is adopted.** Every command, pipeline and script call
   of a ``redis.Redis`` that ``Lab.client`` did not make is sent instead through a client of the
   race's lab with that actor's gate (and the foreign client's ``decode_responses``), so its
-  round trips are the actor's steps on the lab's server, whatever URL the library was given.
-  A library made on the embedded backend never reaches a real server.
+  round trips are the actor's steps. The address the library dials picks the server
+  (``helpers.instruments.servers``): the first one is the lab's own server, each further one a
+  server of the lab's own making (Redlock's masters stay apart). A library made on the embedded
+  backend never reaches a real server.
 * **``time.sleep`` is logical.** No wall time passes (the schedule, not the clock, decides who
   runs next); the run's logical clock moves by the time slept (``helpers.instruments.
   logical_time``, which also makes the actor's ``time.time()`` and ``time.monotonic()`` the
@@ -68,6 +70,7 @@ from helpers.backend.connection import LabConnection
 from helpers.errors import RaceLabError
 from helpers.instruments import logical_time
 from helpers.instruments.aio import AdoptedPipeline, LabLoop
+from helpers.instruments.servers import UnmappedServer, address_of
 
 try:  # the explorer's runner: an actor is a greenlet of the scheduler's thread
     import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
@@ -86,6 +89,7 @@ class Refusal(StrEnum):
     NO_ROUND_TRIP = "no_round_trip"  # it finished without a round trip the race could see
     ASYNCIO = "asyncio"  # an asyncio connection adoption cannot reach (monitor, cluster, ...)
     UNADOPTABLE = "unadoptable"  # a connection of its own that adoption cannot reach
+    UNMAPPED = "unmapped"  # a server address the lab cannot give a server of its own
 
 
 class ActorRefused(RaceLabError, RuntimeError):
@@ -109,7 +113,7 @@ class ActorContext:
     """The actor now running in this thread: its name, where its adopted clients go, its sleeps."""
 
     name: str
-    make_client: Callable[[bool], Any]  # decode_responses -> a gated client of the lab
+    make_client: Callable[[bool, str], Any]  # decode_responses, address -> a gated client
     release: Callable[[Any], None]
     spin_bound: int = DEFAULT_SPIN_BOUND
     sleeps: int = 0
@@ -121,7 +125,13 @@ class ActorContext:
         found = self.adopted.get(id(foreign))
         if found is None:
             decode = bool(foreign.get_encoder().decode_responses)
-            found = self.adopted[id(foreign)] = (foreign, self.make_client(decode))
+            try:
+                ours = self.make_client(decode, address_of(foreign))
+            except UnmappedServer as exc:
+                refused = ActorRefused(f"actor {self.name}: {exc}", reason=Refusal.UNMAPPED)
+                self.refused.append(refused)  # raised by the race too, should a library catch it
+                raise refused from None
+            found = self.adopted[id(foreign)] = (foreign, ours)
         return found[1]
 
     def close(self) -> None:

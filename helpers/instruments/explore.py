@@ -44,6 +44,11 @@ schedules are replayed twice to catch actors that read what the explorer does no
 (``helpers.instruments.determinism``). ``budget_s`` bounds a search's time; without it a reduced
 search that will not fit ``max_schedules`` is refused after its first few hundred replays.
 
+Several servers: the actors' own clients may dial several addresses (Redlock's masters); each
+further one is a server of its own (``helpers.instruments.servers``), emptied before every
+replay, and "crash" offers its crash. A server first dialed during a search restarts it, as a
+new script does.
+
 Server-global state: the script cache and Function libraries survive a reset (a shared server's
 cannot be flushed). When an actor loads a script or library for the first time during a search
 (``SCRIPT LOAD``, ``EVAL``, ``FUNCTION LOAD``, as redis-py's ``Script`` does after ``NOSCRIPT``),
@@ -385,7 +390,10 @@ def explore(
     max_faults (default 1) per schedule: "A!" kills A's client between two round trips (its
     result is then "(crashed)"), "A~" pauses A until its leases run out, "restart" and
     "failover" hit a throwaway server (see ``helpers.instruments.faults``, which also says
-    where each one can run). crashes=N is faults=("crash",), max_faults=N.
+    where each one can run). When the actors' own clients dial several servers (Redlock's
+    masters: ``helpers.instruments.servers``), "crash" and "pause" also offer "crash(<server>)"
+    (it restarts without persistence) and "pause(<server>)" (its TTLs run out) for each server
+    beyond the lab's own. crashes=N is faults=("crash",), max_faults=N.
     budget_s=S stops the search after about S seconds with a partial result (``complete`` is
     False, the summary says PARTIAL). Without it, a reduced search estimates its size after
     ESTIMATE_AFTER replays and refuses at once one that will not fit max_schedules.
@@ -423,7 +431,8 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
         progress("exploring schedules", unit="replays"),
     ):
         for _attempt in range(MAX_RESTARTS + 1):
-            order = [*actors, *fault_steps.all_names(clients, kinds)]
+            servers = connections.servers.names
+            order = [*actors, *fault_steps.all_names(clients, kinds, servers)]
             search = dpor.Search(order, bool(options.reduce), options.preemptions)
             outcomes, pruned = _search(
                 spec,
@@ -613,7 +622,9 @@ def _search(
             if faults.server is not None:
                 faults.server.begin(run)
             complete = dpor.replay(search, _RunReplay(run, faults), max_steps)
-            if run.new_global_state:
+            # A script loaded for the first time, or a server first dialed (its faults are new
+            # steps), is state no reset restores: the search starts again with it.
+            if connections.servers.new_found() or run.new_global_state:
                 if faults.server is not None:
                     faults.server.end()
                 return None, pruned

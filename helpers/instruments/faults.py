@@ -21,16 +21,24 @@ round trip, at most ``max_faults`` of them per schedule. In a schedule they are 
   promoted replica's data is copied back to the server they use by a full resynchronisation,
   after which that server is the primary again and the replica follows it.
 
+When the actors' own clients dial several servers (``helpers.instruments.servers``: Redlock's
+masters), "crash" also offers ``crash(<server>)`` for each server beyond the lab's own: that
+server restarts without persistence, so it forgets every key and its script cache (a lock it
+granted is gone), on the embedded backend as on the real one. "pause" also offers
+``pause(<server>)`` while that server holds a key with a TTL: it stalls (or its clock jumps)
+past every TTL, so each of those keys expires. The lab's own server restarts with ``restart``.
+
 Restart and failover need a real, single, throwaway server that this suite started (a lab from
 ``connect(backend="real")``): they stop a process or replace its data. Anywhere else they are
 refused with ``FaultUnavailable``, which says why. Crash and pause run on every backend.
 
 Footprints, for ``reduce=True``: a crash touches nothing, a pause writes the keys it expires, a
-restart or failover touches everything.
+restart, failover or a server's crash touches everything.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -64,7 +72,7 @@ class Fault:
     mark = ""  # a client's fault: the letter after the actor's name; a server's fault: none
     needs_server = False  # restart and failover: a ServerFaults of a throwaway server
 
-    def steps(self, actors: Iterable[str]) -> list[str]:
+    def steps(self, actors: Iterable[str], servers: Sequence[str] = ()) -> list[str]:
         """Return every step of this kind the actors can take, in the order the search tries them."""
         return [a + self.mark for a in actors] if self.mark else [self.name]
 
@@ -170,12 +178,68 @@ class Failover(Restart):
         run.add_row("(server)", step, server.failover(run))
 
 
+class ServerCrash(Fault):
+    """ "crash(<server>)": a server beyond the lab's own restarts without persistence."""
+
+    name = "crash"
+
+    def steps(self, actors: Iterable[str], servers: Sequence[str] = ()) -> list[str]:
+        """Return a crash of each server given."""
+        return [f"{self.name}({server})" for server in servers]
+
+    def offered(self, run: Any) -> list[str]:
+        """Return a crash of each further server the race's actors have dialed."""
+        return self.steps((), run.servers)
+
+    def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
+        """Restart the server (its keys and script cache lost) and add the trace row."""
+        name = step[len(self.name) + 1 : -1]
+        run.record(step, EVERYTHING)  # its every key, every connection to it
+        run.add_row("(server)", self.name, run.crash_server(name), name)
+
+
+class ServerPause(ServerCrash):
+    """ "pause(<server>)": a server beyond the lab's own stalls (or its clock jumps) past every
+    TTL it holds: when it answers again, each of its keys with a TTL has expired."""
+
+    name = "pause"
+
+    def offered(self, run: Any) -> list[str]:
+        """Return a pause of each further server that holds a key with a TTL now."""
+        return self.steps((), [s for s in run.servers if run.server_leases(s)])
+
+    def possible(self, run: Any) -> list[str]:
+        """Return a pause of each further server: any step may give one a lease."""
+        return self.steps((), run.servers)
+
+    def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
+        """Expire the server's keys that have a TTL and add the trace row."""
+        name = step[len(self.name) + 1 : -1]
+        run.record(step, EVERYTHING)
+        keys = run.pause_server(name)
+        shown = ", ".join(run.short(k) for k in keys)
+        reply = f"TTL of {shown} ran out" if keys else "no key with a TTL: nothing expires"
+        run.add_row("(server)", f"(pause) {name} stalls past its TTLs", reply, name)
+
+
 KINDS: dict[str, Fault] = {kind.name: kind for kind in (Crash(), Pause(), Restart(), Failover())}
 SERVER_WORDS = frozenset(kind.name for kind in KINDS.values() if not kind.mark)
+# The faults of the further servers, by the names the user gives: "crash(<server>)", "pause(...)"
+SERVER_KINDS: dict[str, Fault] = {kind.name: kind for kind in (ServerCrash(), ServerPause())}
+_SERVER_STEP = re.compile(r"(\w+)\((\S+)\)")
+
+
+def server_fault(step: str) -> Fault | None:
+    """Return the kind of a further server's fault step ("crash(localhost:6380)"), else None."""
+    found = _SERVER_STEP.fullmatch(step)
+    return SERVER_KINDS.get(found[1]) if found else None
 
 
 def kind_of(step: str) -> Fault | None:
     """Return the fault kind of a schedule step ("A!", "A~", "restart"), None for a round trip."""
+    found = server_fault(step)
+    if found is not None:
+        return found
     if step in SERVER_WORDS:
         return KINDS[step]
     for kind in KINDS.values():
@@ -193,7 +257,7 @@ def actor_of(step: str) -> str:
 def kinds_named(names: Iterable[str]) -> list[Fault]:
     """Return the fault kinds with these names, in the order the search tries them."""
     wanted = set(names)
-    return [kind for name, kind in KINDS.items() if name in wanted]
+    return [kind for name, kind in [*KINDS.items(), *SERVER_KINDS.items()] if name in wanted]
 
 
 def checked_kinds(faults: Iterable[str], max_faults: int | None) -> tuple[tuple[str, ...], int]:
@@ -218,7 +282,8 @@ def leases(run: Any, actor: str) -> list[str]:
     last: dict[str, str | None] = {}
     for step, touched in zip(run.names, run.footprints):
         kind = kind_of(step)
-        if isinstance(kind, Crash):
+        if isinstance(kind, (Crash, ServerCrash)):  # no key of the lab's own server changes
+            # (ServerPause is a ServerCrash: it expires keys of a further server only)
             continue
         if isinstance(kind, Restart):  # restart or failover: the data written before is gone
             last = {}
@@ -283,10 +348,12 @@ def footprint(run: Any, step: str) -> Footprint:
     return kind.footprint(run, step) if kind is not None else EVERYTHING
 
 
-def all_names(actors: Iterable[str], names: Sequence[str]) -> list[str]:
-    """Return every fault step the actors can take, in the order the search tries them."""
+def all_names(
+    actors: Iterable[str], names: Sequence[str], servers: Sequence[str] = ()
+) -> list[str]:
+    """Return every fault step the actors (and further servers) can take, in search order."""
     actors = list(actors)
-    return [step for kind in kinds_named(names) for step in kind.steps(actors)]
+    return [step for kind in kinds_named(names) for step in kind.steps(actors, servers)]
 
 
 def apply(run: Any, step: str, server: ServerFaults | None = None) -> bool:

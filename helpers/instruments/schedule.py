@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from helpers.backend.modes import Command, command_name
@@ -70,6 +70,7 @@ from helpers.instruments.actors import (
 )
 from helpers.instruments.footprint import EVERYTHING, Footprint, KeyTable, touching
 from helpers.instruments.history import Op, Span, hold_spans
+from helpers.instruments.servers import Servers
 from helpers.instruments.spec import RaceSpec
 
 Actor = Callable[[Any], Any]
@@ -202,6 +203,7 @@ class TraceRow:
     command: str
     reply: str
     state: str
+    server: str = ""  # where the round trip went, named when the race has several servers
 
 
 @dataclass
@@ -214,25 +216,30 @@ class Trace:
     initial_state: str = ""
     result_text: dict[str, str] = field(default_factory=dict)
     actors: dict[str, Actor] = field(default_factory=dict, repr=False)
+    # The lab's own server's name when the race dialed several servers ('': one server): then each
+    # row says which server it went to (a row without one went to the lab's own).
+    servers: str = ""
 
     def table(self) -> str:
         """Return the trace as a fixed-width text table with the results below it."""
-        head = TraceRow(0, "client", "command", "reply", "state after")
+        head = TraceRow(0, "client", "command", "reply", "state after", "server")
         rows = [TraceRow(0, "", "(setup)", "", self.initial_state)] + self.rows
         width_c = max(len(r.client) for r in [head, *rows])
+        width_s = max(len(r.server) for r in [head, *rows]) if self.servers else 0
         width_m = max(len(r.command) for r in [head, *rows])
         width_r = max(len(r.reply) for r in [head, *rows])
-        lines = [
-            f"{'step':>4}  {head.client:<{width_c}}  {head.command:<{width_m}}  "
-            f"{head.reply:<{width_r}}  {head.state}".rstrip()
-        ]
-        lines.append("-" * len(lines[0]))
-        for r in rows:
-            num = str(r.step) if r.command != "(setup)" else ""
-            lines.append(
-                f"{num:>4}  {r.client:<{width_c}}  {r.command:<{width_m}}  "
+
+        def line(num: str, r: TraceRow) -> str:
+            server = f"{r.server:<{width_s}}  " if self.servers else ""
+            return (
+                f"{num:>4}  {r.client:<{width_c}}  {server}{r.command:<{width_m}}  "
                 f"{r.reply:<{width_r}}  {r.state}".rstrip()
             )
+
+        lines = [line("step", head)]
+        lines.append("-" * len(lines[0]))
+        for r in rows:
+            lines.append(line(str(r.step) if r.command != "(setup)" else "", r))
         results = "  ".join(f"{name} -> {text}" for name, text in self.result_text.items())
         lines.append(f"results: {results}")
         return "\n".join(lines)
@@ -263,12 +270,12 @@ def parse_schedule(schedule: str | Sequence[str]) -> list[str]:
     """Return a schedule as a list of client names ('ABAB' or 'A B A B' or ['A', 'B', ...]).
 
     Faults (``helpers.instruments.faults``): "A!" (A crashes), "A~" (A pauses until its leases
-    run out), and the words "restart" and "failover" between spaces.
+    run out), and the words "restart", "failover" and "crash(<server>)" between spaces.
     """
     if isinstance(schedule, str):
         names: list[str] = []
         for word in schedule.split():
-            if word in faults.SERVER_WORDS:
+            if word in faults.SERVER_WORDS or faults.server_fault(word):
                 names.append(word)
                 continue
             for c in word:
@@ -315,6 +322,7 @@ class Connections:
         self.clients: dict[str, tuple[Any, Gate | None]] = {}
         self.loaded: set[tuple[str, str]] = set()  # scripts and libraries the actors loaded
         self.keys = list(keys)
+        self.servers = Servers(lab)  # the further servers the actors' own clients dial
         self.node: tuple[str, int] | None = None
         self._key_table: KeyTable | None = None
         try:
@@ -340,7 +348,8 @@ class Connections:
         return self._key_table
 
     def close(self) -> None:
-        """Release every client."""
+        """Release every client and stop the further servers."""
+        self.servers.close()
         for client, gate in self.clients.values():
             if gate is not None:
                 self.lab.release(client)
@@ -412,7 +421,7 @@ class ScheduleRun:
         table = self._connections.key_table if footprints else None
         self._actors = Actors(
             lab, self.observer, self._connections.node, self._connections.loaded, self.clock,
-            runner == "greenlet", table, self.short,
+            runner == "greenlet", table, self.short, self._connections.servers,
         )  # fmt: skip
         self.actors = self._actors.states
         # What faults and the search read of a run: its keys (reset, then watched, each once),
@@ -424,6 +433,7 @@ class ScheduleRun:
         try:
             if spec.keys:
                 self.observer.delete(*spec.keys)
+            self._connections.servers.reset(self.loaded)
             if spec.setup is not None:
                 spec.setup(self.observer)
             self.initial_state = self._state()
@@ -458,6 +468,11 @@ class ScheduleRun:
         return [n for n, s in self.actors.items() if not s.done]
 
     @property
+    def servers(self) -> list[str]:
+        """Return the further servers the actors' own clients dialed (a crash can hit them)."""
+        return self._connections.servers.names
+
+    @property
     def clients(self) -> list[str]:
         """Return the unfinished actors that are clients (not clocks): those a fault can hit."""
         return [n for n in self.unfinished if self.actors[n].gate is not None]
@@ -465,10 +480,13 @@ class ScheduleRun:
     @property
     def waiting(self) -> list[str]:
         """Return the actors whose next round trip is a blocking call the server cannot answer yet."""
+        servers = self._connections.servers
         found = [
             n
             for n, s in self.actors.items()
-            if not s.done and s.call is not None and not blocking.answerable(self.observer, s.call)
+            if not s.done
+            and s.call is not None
+            and not blocking.answerable(servers.observer(s.server) or self.observer, s.call)
         ]
         self.waited = self.waited or bool(found)
         return found
@@ -507,7 +525,9 @@ class ScheduleRun:
         state, command = self._runnable(name), self.waiting_on()[name]
         if state.call is not None and name in self.waiting:
             command += " (times out: nothing else can run)"
-        return self.add_row(name, command, format_value(self.advance(name), self.short))
+        servers = self._connections.servers
+        server = servers.label(state.server) if servers.names else ""
+        return self.add_row(name, command, format_value(self.advance(name), self.short), server)
 
     def advance(self, name: str) -> Any:
         """Run actor name's next step as step() does, without a trace row; return its reply."""
@@ -558,14 +578,26 @@ class ScheduleRun:
         """Stop a parked client for good (a crash): it never sends its round trip."""
         self._actors.kill(state)
 
+    def crash_server(self, name: str) -> str:
+        """Restart further server name without persistence; return what the trace row says."""
+        return self._connections.servers.crash(name)
+
+    def server_leases(self, name: str) -> list[bytes]:
+        """Return the keys of further server name that have a TTL now."""
+        return self._connections.servers.leases(name)
+
+    def pause_server(self, name: str) -> list[bytes]:
+        """Expire every key with a TTL on further server name; return those keys."""
+        return self._connections.servers.pause(name)
+
     def record(self, name: str, footprint: Footprint) -> None:
         """Record a step as run: its name in the schedule and what it touched."""
         self.names.append(name)
         self.footprints.append(footprint)
 
-    def add_row(self, client: str, command: str, reply: str) -> TraceRow:
+    def add_row(self, client: str, command: str, reply: str, server: str = "") -> TraceRow:
         """Append the trace row of the step just run (the watched keys read now); return it."""
-        row = TraceRow(len(self.rows) + 1, client, command, reply, self._state())
+        row = TraceRow(len(self.rows) + 1, client, command, reply, self._state(), server)
         self.rows.append(row)
         return row
 
@@ -599,13 +631,16 @@ class ScheduleRun:
 
     def trace(self) -> Trace:
         """Return the Trace of the steps run so far (unfinished actors show "(unfinished)")."""
+        servers = self._connections.servers
+        main = servers.label("") if servers.names else ""
         return Trace(
             schedule_text(self.names),
-            list(self.rows),
+            [replace(r, server=r.server or main) for r in self.rows],
             self.results,
             self.initial_state,
             self.result_texts(),
             {n: s.fn for n, s in self.actors.items()},
+            main,
         )
 
     def close(self) -> None:

@@ -439,13 +439,16 @@ class Stepper:
         """Return the same picture as an HTML fragment (a table, the waiting list, the verdict in colour)."""
         trace = self.trace
         cell = 'style="text-align:left;padding:1px 8px;line-height:1.3;font-family:monospace"'
-        head = ["step", "client", "command", "reply", "state after"] + (
+        servers = ["server"] if trace.servers else []  # the race dialed several servers
+        head = ["step", "client", *servers, "command", "reply", "state after"] + (
             ["invariant"] if self.invariant else []
         )
         rows = [f"<tr>{''.join(f'<th {cell}>{h}</th>' for h in head)}</tr>"]
         setup_row = TraceRow(0, "", "(setup)", "", trace.initial_state)
         for i, row in enumerate([setup_row, *trace.rows]):
-            values = [str(row.step) if i else "", row.client, row.command, row.reply, row.state]
+            where = [row.server] if servers else []
+            values = [str(row.step) if i else "", row.client, *where, row.command, row.reply]
+            values.append(row.state)
             tds = "".join(f"<td {cell}>{html.escape(v)}</td>" for v in values)
             if self.invariant is not None:
                 ok = self._verdicts[i]
