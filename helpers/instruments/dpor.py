@@ -75,8 +75,11 @@ class Node:
 class Search:
     """The stateless search: which choice each replay makes at each depth, and what is left."""
 
-    def __init__(self, order: list[str], reduce: bool, preemptions: int | None) -> None:
+    def __init__(
+        self, order: list[str], reduce: bool, preemptions: int | None, forced: Sequence[str] = ()
+    ) -> None:
         self.order, self.reduce, self.bound = order, reduce, preemptions
+        self.forced = list(forced)  # a worker's subtree: these choices first, never backtracked
         self.nodes: list[Node] = []
         self.bounded = False  # some schedule was left out by the preemption bound
         self.stopped = False  # the search ran out of its time budget
@@ -103,12 +106,37 @@ class Search:
         node = Node(options, nexts, sleep)
         if self.reduce:
             self._find_races(depth, node)
+        if depth < len(self.forced):
+            return self._force(depth, node, self.forced[depth])
         for name in options:
             if name not in sleep and self._allowed(depth, options, name):
                 self._take(depth, node, name)
                 self.nodes.append(node)
                 return name
         return None
+
+    def _force(self, depth: int, node: Node, name: str) -> str:
+        """Take name at a depth of the forced prefix, as a search that tries every option there
+        in order would: the options before it count as tried (for the child's sleep set)."""
+        if name not in node.options:
+            raise NotDeterministic(
+                f"actors are not deterministic: the subtree {_text(self.forced)!r} was split off "
+                f"where {name} could run, but at step {depth + 1} the runnable ones are "
+                f"{node.options}"
+            )
+        node.tried = [n for n in self.order[: self.order.index(name)] if n in node.options]
+        self._take(depth, node, name)
+        self.nodes.append(node)
+        return name
+
+    def splits(self, depth: int, options: list[str]) -> list[str]:
+        """Return every choice a search that tries each option would take at depth, in order."""
+        sleep = self.nodes[depth - 1].child_sleep if depth else frozenset()
+        return [
+            n
+            for n in self.order
+            if n in options and n not in sleep and self._allowed(depth, options, n)
+        ]
 
     def _take(self, depth: int, node: Node, name: str) -> None:
         """Choose name at node: the child's sleep set keeps the tried steps name commutes with."""
@@ -200,7 +228,7 @@ class Search:
         backtrack sets grow later, it is a guess, which is why refusals say "about".
         """
         share, scale = 0.0, 1.0
-        for node in self.nodes:
+        for node in self.nodes[len(self.forced) :]:  # a forced prefix is one subtree: all of it
             wanted = (node.backtrack if self.reduce else set(node.options)) - node.sleep
             width = max(len(wanted | set(node.tried)), 1)
             share += scale * (len(node.tried) - 1) / width
@@ -209,7 +237,7 @@ class Search:
 
     def next_prefix(self) -> int | None:
         """Make the deepest untried choice; return its depth (replay nodes[:depth+1]), None: done."""
-        for depth in range(len(self.nodes) - 1, -1, -1):
+        for depth in range(len(self.nodes) - 1, len(self.forced) - 1, -1):
             node = self.nodes[depth]
             wanted = node.backtrack if self.reduce else node.options
             if self.reduce:  # a fault may never happen, so every place it can is tried
@@ -258,6 +286,22 @@ def replay(search: Search, run: Replay, max_steps: int) -> bool:
     if search.reduce and (waiting := run.waiting()):  # their calls race with steps run
         search.blocked(len(run.names), [], waiting)
     return True
+
+
+def split(search: Search, run: Replay) -> list[str] | None:
+    """Replay search.forced; return the choices after it that a search trying each would take.
+
+    None: the forced prefix is a complete schedule. (``helpers.instruments.explore`` splits a
+    search into subtrees this way, one per prefix, for its worker processes.)
+    """
+    while options := run.options():
+        depth = len(run.names)
+        if depth == len(search.forced):
+            return search.splits(depth, options)
+        chosen = search.choose(depth, options, run.nexts(options) if search.reduce else {})
+        assert chosen is not None  # a forced choice is always taken
+        search.ran(depth, run.step(chosen))
+    return None
 
 
 def _text(names: Sequence[str]) -> str:
