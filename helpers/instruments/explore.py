@@ -54,6 +54,9 @@ cannot be flushed). When an actor loads a script or library for the first time d
 (``SCRIPT LOAD``, ``EVAL``, ``FUNCTION LOAD``, as redis-py's ``Script`` does after ``NOSCRIPT``),
 the search starts again with it loaded, so every replay it keeps sees the same server (at most
 MAX_RESTARTS times). The suite's own scripts are loaded before the first replay.
+
+``workers=N`` splits a search into subtrees at its first steps and runs them in N processes
+(``_search_in_workers``); ``workers=1``, the default, is the plain search it is tested against.
 """
 
 from __future__ import annotations
@@ -400,6 +403,9 @@ def explore(
     budget_s=S stops the search after about S seconds with a partial result (``complete`` is
     False, the summary says PARTIAL). Without it, a reduced search estimates its size after
     ESTIMATE_AFTER replays and refuses at once one that will not fit max_schedules.
+    workers=N (default 1) splits the search across N forked processes, each on its own copy of
+    the embedded server, and merges their outcomes: the same schedules, classes and counts
+    (``helpers.instruments.workers``; refused on a real server).
     An exploration in which every client raised or did not finish, in every schedule, raises
     NoVerdict: the invariant judged nothing.
     """
