@@ -64,6 +64,8 @@ class Node:
     nexts: dict[str, Footprint]  # what each one's next step reads and writes
     sleep: frozenset[str]  # actors whose next step is covered by a sibling already explored
     chosen: str = ""
+    actor: str = ""  # whose step chosen is (fault_steps.actor_of(chosen), asked once)
+    fault: bool = False  # chosen is a fault step
     tried: list[str] = field(default_factory=list)  # chosen here so far, in order
     backtrack: set[str] = field(default_factory=set)  # still to try here (reduce=True)
     footprint: Footprint = EVERYTHING  # of the step chosen here, once it ran
@@ -89,7 +91,7 @@ class Search:
         if depth == 0:
             return 0
         previous = self.nodes[depth - 1]
-        if fault_steps.kind_of(choice) or fault_steps.kind_of(previous.chosen):
+        if previous.fault or fault_steps.kind_of(choice):
             return previous.preemptions  # a fault, or the switch it forced: not a preemption
         switch = choice != previous.chosen and previous.chosen in options
         return previous.preemptions + int(switch)
@@ -151,6 +153,8 @@ class Search:
                 and not node.nexts[r].conflicts(mine)
             )
         node.chosen = name
+        node.fault = fault_steps.kind_of(name) is not None
+        node.actor = fault_steps.actor_of(name) if node.fault else name
         node.tried.append(name)
         node.backtrack.add(name)
         node.preemptions = self._cost(depth, node.options, name)
@@ -159,11 +163,13 @@ class Search:
         """Record what the step chosen at depth touched, and which earlier steps happen before it."""
         node = self.nodes[depth]
         node.footprint = footprint
+        if not self.reduce:
+            return  # only the reduction reads which steps happen before which
         before = 1 << depth
-        actor = fault_steps.actor_of(node.chosen)  # a fault step is in its actor's program order
+        actor = node.actor  # a fault step is in its actor's program order
         for j in range(depth):
             other = self.nodes[j]
-            if fault_steps.actor_of(other.chosen) == actor or other.footprint.conflicts(footprint):
+            if other.actor == actor or other.footprint.conflicts(footprint):
                 before |= other.before
         node.before = before
 
@@ -184,15 +190,18 @@ class Search:
             after = 0  # bit k: step k happens before the next step (program order or conflict)
             for k in range(depth):
                 other = self.nodes[k]
-                if fault_steps.actor_of(other.chosen) == actor or other.footprint.conflicts(step):
+                if other.actor == actor or other.footprint.conflicts(step):
                     after |= other.before
             covered = 0  # steps that happen before a later step that happens before this one
             for j in range(depth - 1, -1, -1):
                 if not after >> j & 1:
                     continue
                 other = self.nodes[j]
-                theirs = fault_steps.actor_of(other.chosen)
-                if theirs != actor and other.footprint.conflicts(step) and not covered >> j & 1:
+                if (
+                    other.actor != actor
+                    and other.footprint.conflicts(step)
+                    and not covered >> j & 1
+                ):
                     self._reverse(depth, j, name, after)
                 covered |= other.before
 

@@ -568,15 +568,19 @@ class _RunReplay:
 def _collect_between_replays() -> Iterator[None]:
     """Hold cyclic garbage collection during a search; ``_search`` collects between replays.
 
-    A redis-py Pipeline that an actor left WATCHing when a replay stopped it sends UNWATCH from
-    ``__del__``. A collection that ran inside a fakeredis command (its server lock held, e.g.
-    the DEL that resets the keys) would wait on that lock forever: the fuzzer hung twice so.
+    Objects older than the search are frozen meanwhile (``gc.freeze``), so that each collection
+    traverses only what the replays made. A redis-py Pipeline that an actor left WATCHing when
+    a replay stopped it sends UNWATCH from ``__del__``. A collection that ran inside a fakeredis
+    command (its server lock held, e.g. the DEL that resets the keys) would wait on that lock
+    forever: the fuzzer hung twice so.
     """
     enabled = gc.isenabled()
     gc.disable()
+    gc.freeze()  # what exists now is not traversed by the collections between replays
     try:
         yield
     finally:
+        gc.unfreeze()
         if enabled:
             gc.enable()
         gc.collect()
