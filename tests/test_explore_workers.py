@@ -8,6 +8,7 @@ scripts, transactions, blocking calls). Speed is measured by benchmarks/explorer
 
 from __future__ import annotations
 
+import threading
 import uuid
 from types import SimpleNamespace
 from typing import Any
@@ -18,7 +19,9 @@ from hypothesis import HealthCheck, given, settings
 from programs import naive_limiter
 
 from helpers import Lab, connect
+from helpers.instruments import actors as actor_side
 from helpers.instruments.explore import Exploration, NoVerdict, counter_at_most, explore
+from helpers.instruments.schedule import ScheduleError
 from helpers.instruments.spec import ExploreOptions
 from helpers.instruments.workers import WorkersUnavailable, refuse_unless_possible
 
@@ -123,3 +126,21 @@ def test_workers_are_refused_where_each_cannot_have_a_server_of_its_own() -> Non
 def test_workers_must_be_a_count(workers: Any) -> None:
     with pytest.raises(ValueError, match="workers"):
         ExploreOptions(workers=workers)
+
+
+def test_an_actor_stuck_in_a_worker_is_stopped_there_with_its_name(
+    embedded: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each forked worker runs a watchdog thread of its own (the parent's is not forked).
+    monkeypatch.setattr(actor_side, "STEP_TIMEOUT_S", 0.5)
+    key, never = embedded.key("n"), threading.Event()
+
+    def waits(client: Any) -> str:  # stuck only after the steps the split replays here
+        for _ in range(4):
+            client.get(key)
+        never.wait(60)  # nobody sets it (the bound only keeps a broken watchdog from hanging)
+        return "done"
+
+    actors = {"A": lambda c: [c.incr(key) for _ in range(4)][-1], "B": waits}
+    with pytest.raises(ScheduleError, match="actor B did not reach its next round trip"):
+        explore(embedded, actors, lambda c, r: True, watch=[key], workers=2)

@@ -201,6 +201,10 @@ class _Watchdog:
             return False
         return callable(signal.getsignal(signal.SIGINT)) and self.arm()
 
+    def forked(self) -> None:
+        """Forget the watching thread: in a forked process it does not exist (the next arm starts one)."""
+        self._thread, self._since, self.fired = None, None, False
+
     def start(self) -> None:
         """Start the clock for one switch, when ``steady`` said that is all it takes."""
         self._since = time.monotonic()

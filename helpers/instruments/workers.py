@@ -23,6 +23,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any, TypeVar
 
 from helpers.errors import RaceLabError
+from helpers.instruments.actors import WATCHDOG
 from helpers.instruments.progress import forget
 
 Task = TypeVar("Task")
@@ -52,6 +53,12 @@ def refuse_unless_possible(lab: Any, workers: int) -> None:
         )
 
 
+def _fresh() -> None:
+    """Set up a forked worker: its parent alone draws progress; its own watchdog thread."""
+    forget()
+    WATCHDOG.forked()
+
+
 def _run(task: Any) -> Any:
     assert _WORK is not None  # set by map_in_workers before the fork
     return _WORK(task)
@@ -70,7 +77,7 @@ def map_in_workers(
     pool = ProcessPoolExecutor(
         max_workers=max(1, min(workers, len(tasks))),
         mp_context=multiprocessing.get_context("fork"),
-        initializer=forget,
+        initializer=_fresh,
     )
     try:
         futures: list[Future[Result]] = [pool.submit(_run, task) for task in tasks]
