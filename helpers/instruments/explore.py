@@ -715,7 +715,14 @@ def _search_in_workers(
 
     outcomes: list[Outcome] = []
     pruned = 0
-    for found, cut, bounded, stopped, loaded_by in map_in_workers(work, prefixes, options.workers):
+    replays = [0]
+
+    def done(result: tuple[list[Outcome] | None, int, bool, bool, list[str]]) -> None:
+        replays[0] += len(result[0] or ()) + result[1]
+        tick(replays[0])  # the workers' own progress is silent
+
+    found_in = map_in_workers(work, prefixes, options.workers, done)
+    for found, cut, bounded, stopped, loaded_by in found_in:
         if found is None:  # replay here what loaded it, so that this server has it too
             _probe(spec, connections, search, faults, footprints, loaded_by)
             return None, 0

@@ -65,10 +65,14 @@ def _run(task: Any) -> Any:
 
 
 def map_in_workers(
-    work: Callable[[Task], Result], tasks: Sequence[Task], workers: int
+    work: Callable[[Task], Result],
+    tasks: Sequence[Task],
+    workers: int,
+    each: Callable[[Result], None] | None = None,
 ) -> list[Result]:
     """Return [work(task) for task in tasks], computed in up to workers forked processes.
 
+    each, if given, is called here with each result in task order as it is ready (progress).
     The first error a task raises is raised here, once every running task has stopped; tasks
     not yet started are cancelled.
     """
@@ -81,7 +85,12 @@ def map_in_workers(
     )
     try:
         futures: list[Future[Result]] = [pool.submit(_run, task) for task in tasks]
-        return [f.result() for f in futures]
+        results = []
+        for future in futures:
+            results.append(future.result())
+            if each is not None:
+                each(results[-1])
+        return results
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         _WORK = None
