@@ -775,7 +775,8 @@ def _probe(
 ) -> list[str] | None | bool:
     """Replay prefix; return the choices after it (None: it is a complete schedule).
 
-    False: an actor loaded a script for the first time (now loaded on this server: restart).
+    False: an actor loaded a script or dialed a server for the first time (now known here:
+    restart).
     """
     probe = dpor.Search(search.order, search.reduce, search.bound, forced=prefix)
     with ScheduleRun(
@@ -788,7 +789,7 @@ def _probe(
         finally:
             if faults.server is not None:
                 faults.server.end()
-        if run.new_global_state:
+        if connections.servers.new_found() or run.new_global_state:
             return False
     search.bounded |= probe.bounded
     return nexts
