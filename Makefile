@@ -137,10 +137,12 @@ learner-commands: $(STAMP) ## Record the commands notebooks 00-03 send as a lear
 	$(PY) scripts/learner_commands.py $(if $(CHECK),--check)
 
 # N races (default 2000: N above is workshop-sim's, so a makefile default of N is not used here),
-# SEED=... repeats a run (default: a new seed, printed).
+# SEED=... repeats a run (default: a new seed, printed). WORKERS=... processes for each exhaustive
+# search (default: the core count; explore(..., workers=N)), so the split search is checked too.
 FUZZ_RACES := $(if $(filter file,$(origin N)),2000,$(N))
+WORKERS ?= $(shell getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
 fuzz-explorer: $(STAMP) ## Reduced search against every schedule on N=2000 generated races (SEED=... to repeat); 1 on a disagreement
-	$(PY) tests/fuzz_explorer.py --races $(FUZZ_RACES) $(if $(SEED),--seed $(SEED))
+	$(PY) tests/fuzz_explorer.py --races $(FUZZ_RACES) $(if $(SEED),--seed $(SEED)) --workers $(WORKERS)
 
 timing: $(STAMP) ## Print how long each notebook takes a learner (scripts/timing.py: the method, required cells)
 	$(PY) scripts/timing.py

@@ -9,18 +9,25 @@ for each (actors that never conflict). A cell is run three ways where the code h
 * ``reduce``: one schedule per class of equivalent schedules (``explore(..., reduce=True)``, the
   default), which answers for every schedule;
 * ``preemptions=2``: every schedule with at most 2 preemptions (``explore(..., preemptions=2)``);
+* ``exhaustive, N workers`` (``--workers N``, default the core count; none at 1): the exhaustive
+  search split across N processes (``explore(..., workers=N)``), same schedules;
 * ``floor`` (``--floor``): no explorer at all: the round trips an exhaustive search sends (one
   DEL per replay, then every actor's GETs and SETs), sent one after another on one plain
   client. It is what redis-py and the backend cost for those commands, which no replay scheme
   that runs the actors' real client code can go below.
 
 Each cell runs in a subprocess of its own, on the embedded backend and on a throwaway real
-redis-server. ``--before TREE`` runs the same cells, exhaustive only, on another checkout of the
-suite (e.g. ``git worktree add --detach /tmp/before <commit>``) in the same run, so the "before"
-and "after" columns come from the same machine at the same time. A cell is skipped, with the
+redis-server. ``--before TREE`` (repeatable) runs the same cells, exhaustive only, on another
+checkout of the suite (e.g. ``git worktree add --detach /tmp/before <commit>``) in the same run,
+each cell on every tree one after another, so the "before" and "after" columns come from the
+same machine at the same time. Every figure has its CPU time beside its wall time (the
+subprocess's own and its children's: workers are processes), and the load average (1 minute)
+when it started and ended: on a shared machine, compare CPU seconds, and wall seconds only at
+like loads. The provenance names redis-py's, fakeredis's and the real server's versions. A cell is skipped, with the
 reason in the table, when it has more schedules than the explorer's limit (20,000) or runs
 longer than ``--timeout`` seconds. Writes ``benchmarks/results/explorer.json`` with provenance.
-Usage: ``python -m benchmarks explorer [--before TREE] [--only CELL] [--backends embedded,real]``.
+Usage: ``python -m benchmarks explorer [--before TREE]... [--only CELL] [--backends embedded,real]
+[--workers N]``.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import datetime
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import time
@@ -55,6 +63,7 @@ WAYS: dict[str, dict[str, Any]] = {
     "preemptions=2": {"preemptions": 2},
 }
 MAX_SCHEDULES = 20_000
+WORKERS_WAY = "exhaustive, {n} workers"
 
 
 def count_interleavings(*steps: int) -> int:
@@ -78,6 +87,23 @@ def read_modify_write(client: Any, key: str, steps: int) -> str:
     return "done"
 
 
+def cpu_seconds() -> float:
+    """Return the CPU time of this process and of its children that have ended (user + system)."""
+    mine, theirs = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    return mine.ru_utime + mine.ru_stime + theirs.ru_utime + theirs.ru_stime
+
+
+def _way_options(way: str) -> dict[str, Any]:
+    """Return explore()'s options for a way ("exhaustive, 2 workers": exhaustive, workers=2)."""
+    if way in WAYS:
+        return WAYS[way]
+    workers = int(way.split(", ")[1].split()[0])
+    return {**WAYS["exhaustive"], "workers": workers}
+
+
 def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
     """Explore one cell one way on one backend (in this process); return its figures."""
     import inspect
@@ -91,11 +117,11 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
         names = "ABCDEFGH"[:actors]
         key_of = {n: lab.key("n" if keys == "one" else f"n-{n}") for n in names}
         programs = {n: partial(read_modify_write, key=key_of[n], steps=steps) for n in names}
-        options = WAYS[way]
+        options = _way_options(way)
         parameters = inspect.signature(explore).parameters
         if "reduce" not in parameters and "options" not in parameters:
             options = {}  # a tree from before reduction: its explore() is exhaustive
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu = time.perf_counter(), cpu_seconds()
         found = explore(
             lab,
             programs,
@@ -105,7 +131,7 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
             keep_traces=False,
             **options,
         )
-        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
         runs = getattr(found, "runs", found.total)  # one per class when reduced
         return {
             "schedules": found.total,  # the schedules the result answers for
@@ -128,12 +154,12 @@ def run_floor(cell: str, backend: str) -> dict[str, Any]:
         names = "ABCDEFGH"[:actors]
         key_of = {n: lab.key("n" if keys == "one" else f"n-{n}") for n in names}
         client = lab.client()
-        started, cpu = time.perf_counter(), time.process_time()
+        started, cpu = time.perf_counter(), cpu_seconds()
         for _ in range(replays):
             client.delete(*set(key_of.values()))
             for name in names:
                 read_modify_write(client, key_of[name], steps)
-        seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
         round_trips = replays * (1 + actors * steps)
         return {
             "schedules": replays,
@@ -163,16 +189,21 @@ def _subprocess(tree: Path, cell: str, way: str, backend: str, timeout: float) -
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _ways_for(cell: str, before: bool, floor: bool = False) -> list[str]:
+def _ways_for(cell: str, before: bool, floor: bool = False, workers: int = 1) -> list[str]:
     if before:
         return ["exhaustive"]
-    return [*WAYS, "floor"] if floor and CELLS[cell][2] == "one" else list(WAYS)
+    ways = list(WAYS) + ([WORKERS_WAY.format(n=workers)] if workers > 1 else [])
+    return [*ways, "floor"] if floor and CELLS[cell][2] == "one" else ways
 
 
 def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
     """Run every requested cell on every tree, way and backend; return one row per run."""
     rows = []
-    trees = [("after", TREE)] + ([("before", args.before)] if args.before else [])
+    before = args.before or []
+    labelled = [
+        (f"before{'' if len(before) == 1 else i + 1}", tree) for i, tree in enumerate(before)
+    ]
+    trees = [("after", TREE), *labelled]
     for backend in args.backends:
         cells = args.only or list(CELLS)
         if backend == "real" and args.real_cells:
@@ -181,7 +212,7 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             actors, steps, _keys = CELLS[cell]
             every = count_interleavings(*[steps] * actors)
             for label, tree in trees:
-                for way in _ways_for(cell, label == "before", args.floor):
+                for way in _ways_for(cell, label != "after", args.floor, args.workers):
                     row: dict[str, Any] = {
                         "backend": backend,
                         "cell": cell,
@@ -189,23 +220,27 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "way": way,
                         "interleavings": every,
                     }
-                    if way in ("exhaustive", "floor") and every > MAX_SCHEDULES:
+                    exhaustive = way == "floor" or way.startswith("exhaustive")
+                    if exhaustive and every > MAX_SCHEDULES:
                         row["skipped"] = f"{every:,} schedules, over the {MAX_SCHEDULES:,} limit"
                     else:
+                        load = os.getloadavg()[0]
                         row.update(_subprocess(tree, cell, way, backend, args.timeout))
+                        row["load"] = [round(load, 2), round(os.getloadavg()[0], 2)]
                     rows.append(row)
                     print(_line(row), flush=True)
     return rows
 
 
 def _line(row: dict[str, Any]) -> str:
-    head = f"{row['backend']:<8} {row['cell']:<13} {row['code']:<6} {row['way']:<13}"
+    head = f"{row['backend']:<8} {row['cell']:<13} {row['code']:<7} {row['way']:<22}"
     if "skipped" in row:
         return f"{head} skipped: {row['skipped']}"
     classes = "" if row.get("classes") is None else f"{row['classes']:>7,}"
     return (
         f"{head} {row['schedules']:>7,} schedules {row['runs']:>7,} runs {classes:>7} classes "
         f"{row['seconds']:>8.2f} s {row['runs_per_s']:>9,.1f} runs/s  cpu {row['cpu_seconds']:>7.2f} s"
+        f"  load {row['load'][0]:.2f}-{row['load'][1]:.2f}"
         f"{'' if row.get('complete', True) else '  (bounded)'}"
         + (f"  {row['us_per_round_trip']} us per round trip" if "us_per_round_trip" in row else "")
     )
@@ -217,6 +252,8 @@ def provenance(argv: list[str], load_before: tuple[float, ...]) -> dict[str, Any
 
     return {
         "redis_py": redis.__version__,
+        "fakeredis": _version_of("fakeredis"),
+        "server": _server(),
         "python": platform.python_version(),
         "cpu_count": os.cpu_count(),
         "machine": f"{platform.system()} {platform.machine()}",
@@ -226,6 +263,25 @@ def provenance(argv: list[str], load_before: tuple[float, ...]) -> dict[str, Any
         "load_average": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
+
+
+def _version_of(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _server() -> str:
+    """Return the redis-server the real backend starts, with its version, or why there is none."""
+    from helpers.backend.server import find_binary, server_description
+
+    try:
+        return server_description(find_binary())
+    except Exception as exc:  # noqa: BLE001 - provenance says why, the real rows say skipped
+        return f"none: {str(exc).splitlines()[0][:120]}"
 
 
 def _commit(tree: Path) -> str:
@@ -242,7 +298,18 @@ def main(argv: list[str]) -> int:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--before", type=Path, help="another checkout to measure alongside")
+    parser.add_argument(
+        "--before",
+        type=Path,
+        action="append",
+        help="another checkout to measure alongside (repeat)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes of the 'exhaustive, N workers' way (default: the core count; 1: none)",
+    )
     parser.add_argument("--only", action="append", choices=list(CELLS), help="one cell (repeat)")
     parser.add_argument("--backends", default="embedded,real", help="comma-separated backends")
     parser.add_argument("--real-cells", help="comma-separated cells to run on real (default all)")
@@ -281,8 +348,8 @@ def main(argv: list[str]) -> int:
         "what": "explore() on actors alternating GET and SET (one key shared, or a key each)",
         "unit": "seconds of one explore() call; complete schedules run (runs) per second",
         "max_schedules": MAX_SCHEDULES,
-        "before": str(args.before) if args.before else None,
-        "before_commit": _commit(args.before) if args.before else None,
+        "before": [str(t) for t in args.before or []] or None,
+        "before_commit": [_commit(t) for t in args.before or []] or None,
         "provenance": runs[-1],
         "runs": runs,  # every invocation that wrote rows here (--append), oldest first
         "rows": rows,

@@ -12,13 +12,14 @@ from that text, so a disagreement prints exactly what ran, runnable as it stands
 ``race.explore(reduce=False, **options)`` and lists every difference: the totals, the breaking
 schedules, and each schedule's verdict and result text.
 
-``python tests/fuzz_explorer.py --races 2000 --seed 7`` (``make fuzz-explorer``) checks
+``python tests/fuzz_explorer.py --races 2000 --seed 7 [--workers N]`` (``make fuzz-explorer``) checks
 that many races on the embedded backend and exits 1 with the shrunk race on a disagreement.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import random
 import sys
@@ -413,10 +414,16 @@ def _verdict(ok: bool, text: str) -> str:
     return f"{'ok' if ok else 'BROKEN'}  {text}"
 
 
-def disagreements(race: Race, options: dict[str, Any], examples: int = 5) -> list[str]:
-    """Return how the reduced search differs from the exhaustive one ([]: they agree)."""
+def disagreements(
+    race: Race, options: dict[str, Any], examples: int = 5, workers: int = 1
+) -> list[str]:
+    """Return how the reduced search differs from the exhaustive one ([]: they agree).
+
+    workers=N runs the exhaustive search in N processes; the reduced one runs in one, so
+    that the split search is checked against the plain one too.
+    """
     fewer, fewer_error = _explored(race, options)
-    every, every_error = _explored(race, {**options, "reduce": False})
+    every, every_error = _explored(race, {**options, "reduce": False, "workers": workers})
     if fewer_error or every_error:
         if fewer_error.split(":")[0] == every_error.split(":")[0]:
             return []  # both refused the race alike
@@ -471,9 +478,9 @@ class Disagreement(RaceLabError, AssertionError):
     """The reduced search answered differently from the exhaustive one on a generated race."""
 
 
-def check(lab: Lab, program: Program) -> None:
+def check(lab: Lab, program: Program, workers: int = 1) -> None:
     """Raise Disagreement, with the race as runnable Python, unless both searches agree."""
-    found = disagreements(program.race(lab), program.options)
+    found = disagreements(program.race(lab), program.options, workers=workers)
     if found:
         raise Disagreement(
             "reduced and exhaustive searches disagree:\n"
@@ -501,10 +508,11 @@ def fuzz(
     seed: int,
     cap: int = CAP,
     checker: Callable[[Lab, Program], None] | None = None,
+    workers: int = 1,
 ) -> list[Program]:
     """Check races_wanted generated races on lab (with checker; default check, reduced against
-    exhaustive); return those checked (Disagreement if any)."""
-    checker = checker or check
+    exhaustive, that one in workers processes); return those checked (Disagreement if any)."""
+    checker = checker or functools.partial(check, workers=workers)
     checked: list[Program] = []
 
     @hypothesis_seed(seed)
@@ -531,12 +539,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--races", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--cap", type=int, default=CAP, help="most schedules per race, about")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="processes for each exhaustive search (default 1)"
+    )
     args = parser.parse_args(argv)
     chosen = args.seed if args.seed is not None else random.randrange(2**32)
-    print(f"fuzzing the explorer: {args.races} races, seed {chosen} (SEED={chosen} repeats it)")
+    print(
+        f"fuzzing the explorer: {args.races} races, seed {chosen} (SEED={chosen} repeats it), "
+        f"exhaustive searches in {args.workers} process{'es' if args.workers > 1 else ''}"
+    )
     lab = connect("fuzz_explorer", backend="embedded")
     try:
-        ran = len(fuzz(lab, args.races, chosen, args.cap))
+        ran = len(fuzz(lab, args.races, chosen, args.cap, workers=args.workers))
     except Disagreement as exc:
         print(f"\nDISAGREEMENT (seed {chosen}), shrunk:\n{exc}")
         return 1

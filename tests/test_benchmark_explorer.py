@@ -13,6 +13,7 @@ def test_one_cell_on_embedded_gives_every_way_and_its_provenance(tmp_path: Path)
     assert (
         explorer.main(
             ["--only", "2x4 one key", "--backends", "embedded", "--out", str(out), "--floor"]
+            + ["--workers", "2"]
         )
         == 0
     )
@@ -23,10 +24,17 @@ def test_one_cell_on_embedded_gives_every_way_and_its_provenance(tmp_path: Path)
     assert rows["reduce"]["schedules"] == 70  # the classes answer for every schedule
     assert rows["preemptions=2"]["schedules"] == 26 and rows["preemptions=2"]["complete"] is False
     assert {"date", "commit", "load_average", "cpu_count"} <= set(data["provenance"])
+    assert {"redis_py", "fakeredis", "server"} <= set(data["provenance"])
+    # Two processes run the same schedules; their CPU time counts (the workers' too).
+    split = rows["exhaustive, 2 workers"]
+    assert split["schedules"] == split["runs"] == 70 and split["cpu_seconds"] > 0
+    for row in rows.values():  # each figure has its CPU time and the load around it
+        assert row["cpu_seconds"] > 0 and len(row["load"]) == 2
     # The floor: the same 70 x 9 round trips on a plain client, no explorer.
     assert rows["floor"]["runs"] == 70 and rows["floor"]["us_per_round_trip"] > 0
     # --append keeps the other rows and replaces a row measured again.
     argv = ["--only", "2x4 one key", "--backends", "embedded", "--out", str(out), "--append"]
+    argv += ["--workers", "2"]
     assert explorer.main(argv) == 0
     again = json.loads(out.read_text())
     assert len(again["runs"]) == 2 and {r["way"] for r in again["rows"]} == set(rows)

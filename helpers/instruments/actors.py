@@ -191,6 +191,24 @@ class _Watchdog:
             self._thread.start()
         return True
 
+    def steady(self) -> bool:
+        """Return True when a switch needs only the clock started (``start``), not ``arm``.
+
+        So it is on the main thread while Python's own SIGINT handler is in place, the usual
+        case: a run asks once (``Actors``), not at every switch.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        return callable(signal.getsignal(signal.SIGINT)) and self.arm()
+
+    def forked(self) -> None:
+        """Forget the watching thread: in a forked process it does not exist (the next arm starts one)."""
+        self._thread, self._since, self.fired = None, None, False
+
+    def start(self) -> None:
+        """Start the clock for one switch, when ``steady`` said that is all it takes."""
+        self._since = time.monotonic()
+
     def disarm(self) -> None:
         self._since = None
         if self._restore is not None:
@@ -282,6 +300,7 @@ class Actors:
         self._hub = greenlet.getcurrent() if self._greenlets else None
         self._cond = threading.Condition()
         self._closing = False
+        self._steady: bool | None = None  # WATCHDOG.steady(), asked at this run's first switch
 
     # --- the actors' side (their own threads or greenlets) -------------------------------------
 
@@ -449,7 +468,13 @@ class Actors:
 
     def switch(self, state: ActorState, *args: Any) -> None:
         """Switch into the actor's greenlet until it parks or ends; ScheduleError if it hangs."""
-        armed = WATCHDOG.arm()
+        if self._steady is None:
+            self._steady = WATCHDOG.steady()
+        if self._steady:
+            WATCHDOG.start()
+            armed = True
+        else:
+            armed = WATCHDOG.arm()
         state.slot.swap()  # the actor's running loop in, the scheduler's out
         try:
             state.glet.switch(*args)

@@ -64,6 +64,8 @@ class Node:
     nexts: dict[str, Footprint]  # what each one's next step reads and writes
     sleep: frozenset[str]  # actors whose next step is covered by a sibling already explored
     chosen: str = ""
+    actor: str = ""  # whose step chosen is (fault_steps.actor_of(chosen), asked once)
+    fault: bool = False  # chosen is a fault step
     tried: list[str] = field(default_factory=list)  # chosen here so far, in order
     backtrack: set[str] = field(default_factory=set)  # still to try here (reduce=True)
     footprint: Footprint = EVERYTHING  # of the step chosen here, once it ran
@@ -75,8 +77,11 @@ class Node:
 class Search:
     """The stateless search: which choice each replay makes at each depth, and what is left."""
 
-    def __init__(self, order: list[str], reduce: bool, preemptions: int | None) -> None:
+    def __init__(
+        self, order: list[str], reduce: bool, preemptions: int | None, forced: Sequence[str] = ()
+    ) -> None:
         self.order, self.reduce, self.bound = order, reduce, preemptions
+        self.forced = list(forced)  # a worker's subtree: these choices first, never backtracked
         self.nodes: list[Node] = []
         self.bounded = False  # some schedule was left out by the preemption bound
         self.stopped = False  # the search ran out of its time budget
@@ -86,7 +91,7 @@ class Search:
         if depth == 0:
             return 0
         previous = self.nodes[depth - 1]
-        if fault_steps.kind_of(choice) or fault_steps.kind_of(previous.chosen):
+        if previous.fault or fault_steps.kind_of(choice):
             return previous.preemptions  # a fault, or the switch it forced: not a preemption
         switch = choice != previous.chosen and previous.chosen in options
         return previous.preemptions + int(switch)
@@ -103,12 +108,37 @@ class Search:
         node = Node(options, nexts, sleep)
         if self.reduce:
             self._find_races(depth, node)
+        if depth < len(self.forced):
+            return self._force(depth, node, self.forced[depth])
         for name in options:
             if name not in sleep and self._allowed(depth, options, name):
                 self._take(depth, node, name)
                 self.nodes.append(node)
                 return name
         return None
+
+    def _force(self, depth: int, node: Node, name: str) -> str:
+        """Take name at a depth of the forced prefix, as a search that tries every option there
+        in order would: the options before it count as tried (for the child's sleep set)."""
+        if name not in node.options:
+            raise NotDeterministic(
+                f"actors are not deterministic: the subtree {_text(self.forced)!r} was split off "
+                f"where {name} could run, but at step {depth + 1} the runnable ones are "
+                f"{node.options}"
+            )
+        node.tried = [n for n in self.order[: self.order.index(name)] if n in node.options]
+        self._take(depth, node, name)
+        self.nodes.append(node)
+        return name
+
+    def splits(self, depth: int, options: list[str]) -> list[str]:
+        """Return every choice a search that tries each option would take at depth, in order."""
+        sleep = self.nodes[depth - 1].child_sleep if depth else frozenset()
+        return [
+            n
+            for n in self.order
+            if n in options and n not in sleep and self._allowed(depth, options, n)
+        ]
 
     def _take(self, depth: int, node: Node, name: str) -> None:
         """Choose name at node: the child's sleep set keeps the tried steps name commutes with."""
@@ -123,6 +153,8 @@ class Search:
                 and not node.nexts[r].conflicts(mine)
             )
         node.chosen = name
+        node.fault = fault_steps.kind_of(name) is not None
+        node.actor = fault_steps.actor_of(name) if node.fault else name
         node.tried.append(name)
         node.backtrack.add(name)
         node.preemptions = self._cost(depth, node.options, name)
@@ -131,11 +163,13 @@ class Search:
         """Record what the step chosen at depth touched, and which earlier steps happen before it."""
         node = self.nodes[depth]
         node.footprint = footprint
+        if not self.reduce:
+            return  # only the reduction reads which steps happen before which
         before = 1 << depth
-        actor = fault_steps.actor_of(node.chosen)  # a fault step is in its actor's program order
+        actor = node.actor  # a fault step is in its actor's program order
         for j in range(depth):
             other = self.nodes[j]
-            if fault_steps.actor_of(other.chosen) == actor or other.footprint.conflicts(footprint):
+            if other.actor == actor or other.footprint.conflicts(footprint):
                 before |= other.before
         node.before = before
 
@@ -156,15 +190,18 @@ class Search:
             after = 0  # bit k: step k happens before the next step (program order or conflict)
             for k in range(depth):
                 other = self.nodes[k]
-                if fault_steps.actor_of(other.chosen) == actor or other.footprint.conflicts(step):
+                if other.actor == actor or other.footprint.conflicts(step):
                     after |= other.before
             covered = 0  # steps that happen before a later step that happens before this one
             for j in range(depth - 1, -1, -1):
                 if not after >> j & 1:
                     continue
                 other = self.nodes[j]
-                theirs = fault_steps.actor_of(other.chosen)
-                if theirs != actor and other.footprint.conflicts(step) and not covered >> j & 1:
+                if (
+                    other.actor != actor
+                    and other.footprint.conflicts(step)
+                    and not covered >> j & 1
+                ):
                     self._reverse(depth, j, name, after)
                 covered |= other.before
 
@@ -200,7 +237,7 @@ class Search:
         backtrack sets grow later, it is a guess, which is why refusals say "about".
         """
         share, scale = 0.0, 1.0
-        for node in self.nodes:
+        for node in self.nodes[len(self.forced) :]:  # a forced prefix is one subtree: all of it
             wanted = (node.backtrack if self.reduce else set(node.options)) - node.sleep
             width = max(len(wanted | set(node.tried)), 1)
             share += scale * (len(node.tried) - 1) / width
@@ -209,7 +246,7 @@ class Search:
 
     def next_prefix(self) -> int | None:
         """Make the deepest untried choice; return its depth (replay nodes[:depth+1]), None: done."""
-        for depth in range(len(self.nodes) - 1, -1, -1):
+        for depth in range(len(self.nodes) - 1, len(self.forced) - 1, -1):
             node = self.nodes[depth]
             wanted = node.backtrack if self.reduce else node.options
             if self.reduce:  # a fault may never happen, so every place it can is tried
@@ -258,6 +295,22 @@ def replay(search: Search, run: Replay, max_steps: int) -> bool:
     if search.reduce and (waiting := run.waiting()):  # their calls race with steps run
         search.blocked(len(run.names), [], waiting)
     return True
+
+
+def split(search: Search, run: Replay) -> list[str] | None:
+    """Replay search.forced; return the choices after it that a search trying each would take.
+
+    None: the forced prefix is a complete schedule. (``helpers.instruments.explore`` splits a
+    search into subtrees this way, one per prefix, for its worker processes.)
+    """
+    while options := run.options():
+        depth = len(run.names)
+        if depth == len(search.forced):
+            return search.splits(depth, options)
+        chosen = search.choose(depth, options, run.nexts(options) if search.reduce else {})
+        assert chosen is not None  # a forced choice is always taken
+        search.ran(depth, run.step(chosen))
+    return None
 
 
 def _text(names: Sequence[str]) -> str:

@@ -54,6 +54,9 @@ cannot be flushed). When an actor loads a script or library for the first time d
 (``SCRIPT LOAD``, ``EVAL``, ``FUNCTION LOAD``, as redis-py's ``Script`` does after ``NOSCRIPT``),
 the search starts again with it loaded, so every replay it keeps sees the same server (at most
 MAX_RESTARTS times). The suite's own scripts are loaded before the first replay.
+
+``workers=N`` splits a search into subtrees at its first steps and runs them in N processes
+(``_search_in_workers``); ``workers=1``, the default, is the plain search it is tested against.
 """
 
 from __future__ import annotations
@@ -91,11 +94,14 @@ from helpers.instruments.schedule import (
     schedule_text,
 )
 from helpers.instruments.spec import ExploreOptions, RaceDefinitionError, RaceSpec
+from helpers.instruments.workers import map_in_workers, refuse_unless_possible
 
 RUNNER = "greenlet"  # replays run actors as greenlets: a step is a switch (see ScheduleRun)
 MAX_RESTARTS = 10  # searches restarted because an actor loaded a new script (see _search)
 COLLECT_EVERY = 256  # replays between two garbage collections (see _collect_between_replays)
 ESTIMATE_AFTER = 200  # a reduced search estimates its size after this many replays (and 2x, 4x...)
+SPLIT_TASKS = 4  # workers=N: the search is split into about N times this many subtrees
+SPLIT_DEPTH = 12  # ... at its first this many steps at most
 Invariant = Callable[[Any, dict[str, Any]], bool]
 
 
@@ -397,6 +403,9 @@ def explore(
     budget_s=S stops the search after about S seconds with a partial result (``complete`` is
     False, the summary says PARTIAL). Without it, a reduced search estimates its size after
     ESTIMATE_AFTER replays and refuses at once one that will not fit max_schedules.
+    workers=N (default 1) splits the search across N forked processes, each on its own copy of
+    the embedded server, and merges their outcomes: the same schedules, classes and counts
+    (``helpers.instruments.workers``; refused on a real server).
     An exploration in which every client raised or did not finish, in every schedule, raises
     NoVerdict: the invariant judged nothing.
     """
@@ -421,6 +430,7 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
     if spec.invariant is None:
         raise RaceDefinitionError("explore needs the race's invariant")
     lab, actors, kinds, bound = spec.lab, spec.actors, options.faults, options.max_faults or 0
+    refuse_unless_possible(lab, options.workers)
     clients = [n for n, fn in actors.items() if not isinstance(fn, Clock)]
     check_connections(lab, len(clients), f"explore with {len(clients)} actors")
     budget_s = options.budget_s
@@ -434,14 +444,14 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
             servers = connections.servers.names
             order = [*actors, *fault_steps.all_names(clients, kinds, servers)]
             search = dpor.Search(order, bool(options.reduce), options.preemptions)
-            outcomes, pruned = _search(
-                spec,
-                options,
-                connections,
-                search,
-                _Faults(kinds, bound, server),
-                None if budget_s is None else time.monotonic() + budget_s,
-            )
+            deadline = None if budget_s is None else time.monotonic() + budget_s
+            steps = _Faults(kinds, bound, server)
+            if options.workers > 1:
+                outcomes, pruned = _search_in_workers(
+                    spec, options, connections, search, steps, deadline
+                )
+            else:
+                outcomes, pruned = _search(spec, options, connections, search, steps, deadline)
             if outcomes is not None:
                 break
         else:
@@ -558,15 +568,19 @@ class _RunReplay:
 def _collect_between_replays() -> Iterator[None]:
     """Hold cyclic garbage collection during a search; ``_search`` collects between replays.
 
-    A redis-py Pipeline that an actor left WATCHing when a replay stopped it sends UNWATCH from
-    ``__del__``. A collection that ran inside a fakeredis command (its server lock held, e.g.
-    the DEL that resets the keys) would wait on that lock forever: the fuzzer hung twice so.
+    Objects older than the search are frozen meanwhile (``gc.freeze``), so that each collection
+    traverses only what the replays made. A redis-py Pipeline that an actor left WATCHing when
+    a replay stopped it sends UNWATCH from ``__del__``. A collection that ran inside a fakeredis
+    command (its server lock held, e.g. the DEL that resets the keys) would wait on that lock
+    forever: the fuzzer hung twice so.
     """
     enabled = gc.isenabled()
     gc.disable()
+    gc.freeze()  # what exists now is not traversed by the collections between replays
     try:
         yield
     finally:
+        gc.unfreeze()
         if enabled:
             gc.enable()
         gc.collect()
@@ -579,12 +593,13 @@ def _search(
     search: dpor.Search,
     faults: _Faults,
     deadline: float | None = None,
+    loaded_by: list[str] | None = None,
 ) -> tuple[list[Outcome] | None, int]:
     """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
 
     A replay in which an actor loads a script or Function library for the first time (server
     state no reset restores) ends the search: it restarts with that script loaded, so that every
-    replay it keeps sees the same server.
+    replay it keeps sees the same server (loaded_by, if given, gets that replay's steps).
     """
     invariant = spec.invariant
     max_schedules, max_steps = options.max_schedules, options.max_steps
@@ -604,14 +619,7 @@ def _search(
         else:
             tick(replays)
         if replays >= max_schedules:
-            if search.reduce:
-                what, instead = "replays (classes and pruned ones)", "preemptions=N instead"
-            else:
-                what, instead = "schedules", "reduce=True or preemptions=N"
-            raise TooManySchedules(
-                f"more than {max_schedules} {what}; shorten the actors, pass {instead}, "
-                f"or raise max_schedules"
-            )
+            raise _too_many(search.reduce, max_schedules)
         with ScheduleRun(
             spec,
             connections=connections,
@@ -627,6 +635,8 @@ def _search(
             if connections.servers.new_found() or run.new_global_state:
                 if faults.server is not None:
                     faults.server.end()
+                if loaded_by is not None:
+                    loaded_by[:] = run.names
                 return None, pruned
             # The estimate counts interleavings of free actors: one that waited has fewer.
             free = not run.waited
@@ -659,6 +669,130 @@ def _search(
                 faults.server.end()
         if search.next_prefix() is None:
             return outcomes, pruned
+
+
+def _too_many(reduce: bool, max_schedules: int) -> TooManySchedules:
+    """Return the refusal of a search that needs more than max_schedules replays."""
+    if reduce:
+        what, instead = "replays (classes and pruned ones)", "preemptions=N instead"
+    else:
+        what, instead = "schedules", "reduce=True or preemptions=N"
+    return TooManySchedules(
+        f"more than {max_schedules} {what}; shorten the actors, pass {instead}, "
+        f"or raise max_schedules"
+    )
+
+
+def _search_in_workers(
+    spec: RaceSpec,
+    options: ExploreOptions,
+    connections: Connections,
+    search: dpor.Search,
+    faults: _Faults,
+    deadline: float | None,
+) -> tuple[list[Outcome] | None, int]:
+    """Search as ``_search`` does, split into subtrees run in options.workers processes.
+
+    The search is split at its first steps into prefixes (``_split``), at each of which every
+    choice is tried, as a search that tries all of them would; each worker runs whole subtrees
+    with ``_search`` (``helpers.instruments.workers``: forked, on its own copy of the embedded
+    server) and the outcomes are merged in prefix order. An exhaustive or bounded search runs
+    exactly the schedules, in the order, one process would. A reduced one runs one schedule per
+    class, as one process does, though a class may be stood for by another of its orders (sleep
+    sets never run two orders of one class); its counts, classes and verdicts are the same.
+    Returns None to restart, with the script an actor loaded now loaded here too.
+    """
+    footprints = search.reduce or options.classes or "pause" in faults.kinds
+    prefixes = _split(spec, connections, search, faults, footprints, options.workers)
+    if prefixes is None:
+        return None, 0
+
+    def work(prefix: list[str]) -> tuple[list[Outcome] | None, int, bool, bool, list[str]]:
+        part = dpor.Search(search.order, search.reduce, search.bound, forced=prefix)
+        loaded_by: list[str] = []
+        found, pruned = _search(spec, options, connections, part, faults, deadline, loaded_by)
+        return found, pruned, part.bounded, part.stopped, loaded_by
+
+    outcomes: list[Outcome] = []
+    pruned = 0
+    replays = [0]
+
+    def done(result: tuple[list[Outcome] | None, int, bool, bool, list[str]]) -> None:
+        replays[0] += len(result[0] or ()) + result[1]
+        tick(replays[0])  # the workers' own progress is silent
+
+    found_in = map_in_workers(work, prefixes, options.workers, done)
+    for found, cut, bounded, stopped, loaded_by in found_in:
+        if found is None:  # replay here what loaded it, so that this server has it too
+            _probe(spec, connections, search, faults, footprints, loaded_by)
+            return None, 0
+        outcomes += found
+        pruned += cut
+        search.bounded |= bounded
+        search.stopped |= stopped
+    if len(outcomes) + pruned > options.max_schedules:
+        raise _too_many(search.reduce, options.max_schedules)
+    return outcomes, pruned
+
+
+def _split(
+    spec: RaceSpec,
+    connections: Connections,
+    search: dpor.Search,
+    faults: _Faults,
+    footprints: bool,
+    workers: int,
+) -> list[list[str]] | None:
+    """Return prefixes whose subtrees together make the search: about workers * SPLIT_TASKS.
+
+    Each round replays every prefix that is not a complete schedule to its end and puts in its
+    place one prefix per choice that follows it. None: an actor loaded a script (restart).
+    """
+    prefixes: list[tuple[list[str], bool]] = [([], False)]  # (prefix, a complete schedule)
+    for _round in range(SPLIT_DEPTH):
+        if len(prefixes) >= workers * SPLIT_TASKS or all(done for _, done in prefixes):
+            break
+        grown: list[tuple[list[str], bool]] = []
+        for prefix, done in prefixes:
+            nexts = None if done else _probe(spec, connections, search, faults, footprints, prefix)
+            if nexts is not None and not isinstance(nexts, list):
+                return None
+            if nexts is None:
+                grown.append((prefix, True))
+            else:
+                grown += [([*prefix, n], False) for n in nexts]
+        prefixes = grown
+    return [p for p, _ in prefixes]
+
+
+def _probe(
+    spec: RaceSpec,
+    connections: Connections,
+    search: dpor.Search,
+    faults: _Faults,
+    footprints: bool,
+    prefix: list[str],
+) -> list[str] | None | bool:
+    """Replay prefix; return the choices after it (None: it is a complete schedule).
+
+    False: an actor loaded a script or dialed a server for the first time (now known here:
+    restart).
+    """
+    probe = dpor.Search(search.order, search.reduce, search.bound, forced=prefix)
+    with ScheduleRun(
+        spec, connections=connections, observe=False, footprints=footprints, runner=RUNNER
+    ) as run:
+        if faults.server is not None:
+            faults.server.begin(run)
+        try:
+            nexts = dpor.split(probe, _RunReplay(run, faults))
+        finally:
+            if faults.server is not None:
+                faults.server.end()
+        if connections.servers.new_found() or run.new_global_state:
+            return False
+    search.bounded |= probe.bounded
+    return nexts
 
 
 def _refuse_if_too_many(names: Sequence[str], faults: int, max_schedules: int) -> None:

@@ -147,3 +147,8 @@ def tick(done: int | None = None, total: int | None = None) -> None:
         if total is not None:
             stack[-1].total = total
         stack[-1].update(done)
+
+
+def forget() -> None:
+    """Drop this thread's bars: a forked worker's are its parent's, which alone draws them."""
+    _active.__dict__.pop("stack", None)

@@ -124,6 +124,7 @@ class ExploreOptions:
     budget_s: float | None = None
     keep_traces: bool = True
     classes: bool = False
+    workers: int = 1
 
     def __post_init__(self) -> None:
         if self.preemptions is not None and (
@@ -141,7 +142,7 @@ class ExploreOptions:
         kinds, bound = fault_steps.checked_kinds(self.faults, self.max_faults)
         object.__setattr__(self, "faults", kinds)
         object.__setattr__(self, "max_faults", bound)
-        for name in ("max_schedules", "max_steps"):
+        for name in ("max_schedules", "max_steps", "workers"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{name} must be a number >= 1, got {value!r}")
