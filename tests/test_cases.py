@@ -202,6 +202,7 @@ def test_aioredlock_gives_pottery_s_sync_redlock_s_verdicts_schedule_for_schedul
         cases.case_file(lab, lib, story) for lib in ("pottery AIORedlock", "pottery Redlock")
     ]
     assert verdicts[0] == verdicts[1] and verdicts[0].explored
+    assert verdicts[0] == cases.case_file(lab, "redlock-py", story)  # Redlock, sync, one master
     expected = {"exclusion": (0, 20), "release": (0, 7), "lease": (48, 216)}[story]
     assert (verdicts[0].bad, verdicts[0].total) == expected
     if story == "release":  # A's late release is refused by the token check, not a DEL
