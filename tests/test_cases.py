@@ -221,3 +221,14 @@ def test_aioredlock_takes_through_the_race_and_a_busy_take_runs_its_release_scri
     assert steps == [("A", "SET"), ("B", "SET"), ("A", "RPUSH"), ("A", "RPUSH"),
                      ("A", "EVALSHA"), ("B", "EVALSHA")]  # fmt: skip
     assert trace.rows[-1].reply == "0"
+
+
+def test_the_stepper_plays_aioredlock_s_first_break_and_its_late_release_is_refused(
+    lab: Lab,
+) -> None:
+    lease = cases.case_file(lab, "pottery AIORedlock", "lease")
+    with cases.lock_race(lab, "pottery AIORedlock", "lease").stepper() as late:
+        late.play(lease.example)
+        assert late.finished and late.broken_at == 5  # B's first RPUSH, while A is inside
+        assert late.results["A"] == "refused (ReleaseUnlockedLock)"
+        assert late.results["B"] == "released"
