@@ -3,10 +3,11 @@
 The subject first. Each lock is two functions, ``take_<library>(client, name)`` (non-blocking:
 the held lock, or None when somebody else holds it) and ``release_<library>(lock)`` (what the
 release said). An asyncio lock's two are ``async def`` (pottery's ``AIORedlock``): its stories'
-actors are then async too, and the race steps their round trips as it steps sync ones. Each limiter is one function ``hit_<library>(client, name)`` that returns True
-when the request is admitted. A library that builds its own client (from a URL or a pool) is
-called that way too: inside a race, every client an actor makes speaks through that actor's gated
-client on the lab's server, so ``URL`` below is never dialled there.
+actors are then async too, and the race steps their round trips as it steps sync ones. Each
+limiter is one function ``hit_<library>(client, name)`` that returns True when the request is
+admitted. A library that builds its own client (from a URL or a pool) is called that way too:
+inside a race, every client an actor makes speaks through that actor's gated client on the lab's
+server, so ``URL`` below is never dialled there.
 
 Then the case file: ``LOCKS`` and ``LIMITERS`` name each library's functions, its distribution
 and the keys it writes; ``lock_race(lab, library, story)`` is one of the notebook's three races
@@ -106,7 +107,7 @@ def release_pottery(lock: Any) -> str:
 
 
 async def take_pottery_aio(client: redis.asyncio.Redis, name: str) -> Any:
-    """Return pottery's AIORedlock on name (key redlock:<name>), one master from URL, if it got it."""
+    """Return pottery's AIORedlock on name (key redlock:<name>), one master (URL), if it got it."""
     aioredis = redis.asyncio.Redis.from_url(URL)
     lock = pottery.AIORedlock(key=name, masters={aioredis}, auto_release_time=LEASE_S)
     return lock if await lock.acquire(blocking=False) else None
