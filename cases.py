@@ -2,10 +2,12 @@
 
 The subject first. Each lock is two functions, ``take_<library>(client, name)`` (non-blocking:
 the held lock, or None when somebody else holds it) and ``release_<library>(lock)`` (what the
-release said). Each limiter is one function ``hit_<library>(client, name)`` that returns True
-when the request is admitted. A library that builds its own client (from a URL or a pool) is
-called that way too: inside a race, every client an actor makes speaks through that actor's gated
-client on the lab's server, so ``URL`` below is never dialled there.
+release said). An asyncio lock's two are ``async def`` (pottery's ``AIORedlock``): its stories'
+actors are then async too, and the race steps their round trips as it steps sync ones. Each
+limiter is one function ``hit_<library>(client, name)`` that returns True when the request is
+admitted. A library that builds its own client (from a URL or a pool) is called that way too:
+inside a race, every client an actor makes speaks through that actor's gated client on the lab's
+server, so ``URL`` below is never dialled there.
 
 Then the case file: ``LOCKS`` and ``LIMITERS`` name each library's functions, its distribution
 and the keys it writes; ``lock_race(lab, library, story)`` is one of the notebook's three races
@@ -13,11 +15,23 @@ and the keys it writes; ``lock_race(lab, library, story)`` is one of the noteboo
 reason there is none. The notebook lists every function it runs (``show``). Versions are pinned
 in pyproject.toml's ``cases`` extra: a verdict about a library names the version it was checked
 against.
+
+Left out: aioredlock, the asyncio Redlock the course material names. aioredlock 0.7.3 (its last
+release) pins ``aioredis<2.0.0``; in a scratch venv on Python 3.11.7 it installs with aioredis
+1.3.1 and async-timeout 5.0.1, imports, and takes and releases a lock on redis-server 8.6.3. Its
+pins do not conflict with the suite's (aioredis is a distribution of its own), but its round trips
+do not go through redis-py: aioredis 1.x opens its own socket (``asyncio.open_connection``, then
+``loop.create_connection``), which an actor's event loop refuses. Run as a case file, every story
+ends in ``ActorRefused`` (``Refusal.ASYNCIO``, "actor A's event loop was asked to open a
+connection to localhost:6379"), so an extra for it would add a second Redis client library to the
+learner's environment to print "refused". pottery's ``AIORedlock`` (redis.asyncio) is the
+asyncio lock explored here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import inspect
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from importlib.metadata import version
@@ -28,6 +42,7 @@ import limits
 import portalocker
 import pottery
 import redis
+import redis.asyncio
 import redis_limiters
 import redis_lock
 import redis_rate_limit
@@ -86,6 +101,22 @@ def release_pottery(lock: Any) -> str:
     """Release pottery's Redlock; say whether it refused (the lock was not ours)."""
     try:
         lock.release()
+    except pottery.ReleaseUnlockedLock:
+        return "refused (ReleaseUnlockedLock)"
+    return "released"
+
+
+async def take_pottery_aio(client: redis.asyncio.Redis, name: str) -> Any:
+    """Return pottery's AIORedlock on name (key redlock:<name>), one master (URL), if it got it."""
+    aioredis = redis.asyncio.Redis.from_url(URL)
+    lock = pottery.AIORedlock(key=name, masters={aioredis}, auto_release_time=LEASE_S)
+    return lock if await lock.acquire(blocking=False) else None
+
+
+async def release_pottery_aio(lock: Any) -> str:
+    """Release pottery's AIORedlock; say whether it refused (the lock was not ours)."""
+    try:
+        await lock.release()
     except pottery.ReleaseUnlockedLock:
         return "refused (ReleaseUnlockedLock)"
     return "released"
@@ -184,8 +215,9 @@ def left_pottery(client: redis.Redis, name: str) -> int:
 
 # --- the case file: which keys each library writes, the three races, their verdicts ------------
 
-Take = Callable[[Any, str], Any]
+Take = Callable[[Any, str], Any]  # an asyncio lock's returns an awaitable of it
 Release = Callable[[Any], str]
+AsyncRelease = Callable[[Any], Awaitable[str]]  # an asyncio lock's release
 
 
 @dataclass(frozen=True)
@@ -194,7 +226,7 @@ class LockCase:
 
     distribution: str
     take: Take
-    release: Release
+    release: Release | AsyncRelease
     keys: tuple[str, ...]
 
 
@@ -236,6 +268,9 @@ LOCKS = {
     ),
     "pottery Redlock": LockCase("pottery", take_pottery, release_pottery, ("redlock:{name}",)),
     "redlock-py": LockCase("redlock-py", take_redlock_py, release_redlock_py, ("{name}",)),
+    "pottery AIORedlock": LockCase(
+        "pottery", take_pottery_aio, release_pottery_aio, ("redlock:{name}",)
+    ),
 }
 LIMITERS = {
     "limits": LimiterCase("limits", hit_limits, f"LIMITS:LIMITER/{{name}}/user-1/{LIMIT}/1/minute"),
@@ -277,10 +312,28 @@ def holder(client: Any, take: Take, release: Release, name: str, log: str, me: s
     return release(lock)
 
 
+async def async_holder(
+    client: Any, take: Take, release: AsyncRelease, name: str, log: str, me: str
+) -> str:
+    """The holder of an asyncio lock (its take and release are awaited): the same story."""
+    lock = await take(client, name)
+    if lock is None:
+        return "busy"
+    await client.rpush(log, f"{me} in")
+    await client.rpush(log, f"{me} out")
+    return await release(lock)
+
+
 def releaser(client: Any, take: Take, release: Release, name: str) -> str:
     """Take the lock and release it at once (story 2's A)."""
     lock = take(client, name)
     return "busy" if lock is None else release(lock)
+
+
+async def async_releaser(client: Any, take: Take, release: AsyncRelease, name: str) -> str:
+    """The releaser of an asyncio lock: the same story."""
+    lock = await take(client, name)
+    return "busy" if lock is None else await release(lock)
 
 
 def taker(client: Any, take: Take, name: str, kept: list[Any]) -> bool:
@@ -290,6 +343,13 @@ def taker(client: Any, take: Take, name: str, kept: list[Any]) -> bool:
     otherwise release B's lock as soon as B returned, a false alarm of the release story.
     """
     lock = take(client, name)
+    kept.append(lock)
+    return lock is not None
+
+
+async def async_taker(client: Any, take: Take, name: str, kept: list[Any]) -> bool:
+    """The taker of an asyncio lock: the same story, the lock object kept as well."""
+    lock = await take(client, name)
     kept.append(lock)
     return lock is not None
 
@@ -421,16 +481,20 @@ def lock_race(lab: Lab, library: str, story: str, release: Release | None = None
     case = LOCKS[library]
     name, log, _ = names(lab)
     keys = [k.format(name=name) for k in case.keys]
-    release = release or case.release
+    ends = release or case.release
+    aio = inspect.iscoroutinefunction(case.take)  # an asyncio lock: its actors are async too
+    hold: Callable[..., Any] = async_holder if aio else holder
+    releasing: Callable[..., Any] = async_releaser if aio else releaser
+    taking: Callable[..., Any] = async_taker if aio else taker
     if story == "release":
         actors: dict[str, Any] = {
-            "A": partial(releaser, take=case.take, release=release, name=name),
+            "A": partial(releasing, take=case.take, release=ends, name=name),
             "T": Race.lease_expires(keys[0]),
-            "B": partial(taker, take=case.take, name=name, kept=[]),
+            "B": partial(taking, take=case.take, name=name, kept=[]),
         }
         return Race(lab, actors, watch=keys, invariant=b_keeps_its_lock(keys[0]))
     actors = {
-        n: partial(holder, take=case.take, release=release, name=name, log=log, me=n) for n in "AB"
+        n: partial(hold, take=case.take, release=ends, name=name, log=log, me=n) for n in "AB"
     }
     if story == "lease":
         actors["T"] = Race.lease_expires(keys[0])

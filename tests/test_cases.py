@@ -10,23 +10,27 @@ portalocker's subscription) is refused, never given a verdict.
 from __future__ import annotations
 
 import ast
+import concurrent.futures
 import sys
 import tomllib
 from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 
+import pottery.redlock
 import pytest
 from packaging.requirements import Requirement
 
 import cases
 from exercises import WRONG, check
 from helpers import Lab
+from helpers.instruments.aio import is_async_actor
 
 ROOT = Path(__file__).resolve().parent.parent
-EXPLORED = ["redis-py Lock", "python-redis-lock", "redlock-py"]
+EXPLORED = ["redis-py Lock", "python-redis-lock", "redlock-py", "pottery AIORedlock"]
 THIRD_PARTY = {"redis", "greenlet", "limits", "portalocker", "pottery", "redis_lock"}
 THIRD_PARTY |= {"redis_rate_limit", "redlock", "redis_limiters"}
+THIRD_PARTY |= {"redis.asyncio"}  # redis-py's own asyncio client (pottery's AIORedlock)
 
 
 def test_cases_imports_only_the_libraries_redis_and_the_learner_surface() -> None:
@@ -161,3 +165,70 @@ def test_pottery_s_get_nowait_waits_forever_when_the_queue_is_empty(lab: Lab) ->
     trace = one_job.run("PAAAB", finish=True)
     assert trace.result_text["A"] == "'job-1'" and trace.result_text["B"] == "(blocked)"
     assert cases.verdict(one_job, reduce=True).bad == 0  # no job twice, none lost
+
+
+# --- an asyncio lock: pottery's AIORedlock (issue 35, item 5) -----------------------------------
+
+
+class Inline(concurrent.futures.Executor):
+    """An executor that runs each call at once in the caller's thread (pottery's pool, one master).
+
+    With one master, pottery's sync Redlock sends its one SET NX PX (and its release script) from
+    a pool thread that no step controls; run inline, it is explorable, the sync twin of AIORedlock.
+    """
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[no-untyped-def]
+        future: concurrent.futures.Future[object] = concurrent.futures.Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except Exception as error:  # a RedisError of the master: pottery counts it
+            future.set_exception(error)
+        return future
+
+
+@pytest.mark.parametrize("story", ["exclusion", "release", "lease"])
+def test_aioredlock_gives_pottery_s_sync_redlock_s_verdicts_schedule_for_schedule(
+    lab: Lab, story: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    aio = cases.lock_race(lab, "pottery AIORedlock", story)
+    assert all(is_async_actor(fn) for n, fn in aio.actors.items() if n != "T")
+    found = aio.explore()
+    monkeypatch.setattr(pottery.redlock, "BailOutExecutor", Inline)
+    sync = cases.lock_race(lab, "pottery Redlock", story).explore()
+    assert [(o.schedule, o.results) for o in found.outcomes] == [
+        (o.schedule, o.results) for o in sync.outcomes
+    ]
+    verdicts = [
+        cases.case_file(lab, lib, story) for lib in ("pottery AIORedlock", "pottery Redlock")
+    ]
+    assert verdicts[0] == verdicts[1] and verdicts[0].explored
+    assert verdicts[0] == cases.case_file(lab, "redlock-py", story)  # Redlock, sync, one master
+    expected = {"exclusion": (0, 20), "release": (0, 7), "lease": (48, 216)}[story]
+    assert (verdicts[0].bad, verdicts[0].total) == expected
+    if story == "release":  # A's late release is refused by the token check, not a DEL
+        assert "refused (ReleaseUnlockedLock)" in {o.results["A"] for o in found.outcomes}
+
+
+def test_aioredlock_takes_through_the_race_and_a_busy_take_runs_its_release_script(
+    lab: Lab,
+) -> None:
+    # AIORedlock's client is built from URL, as its README does: each round trip below is in the
+    # race's trace, on the lab's keys. A take that misses quorum runs the token-checked release
+    # script (pottery's _acquire_masters), which deletes nothing of A's.
+    trace = cases.lock_race(lab, "pottery AIORedlock", "exclusion").run("AB", finish=True)
+    assert trace.results == {"A": "released", "B": "busy"}
+    steps = [(r.client, r.command.split()[0]) for r in trace.rows]
+    assert steps == [("A", "SET"), ("B", "SET"), ("A", "RPUSH"), ("A", "RPUSH"),
+                     ("A", "EVALSHA"), ("B", "EVALSHA")]  # fmt: skip
+    assert trace.rows[-1].reply == "0"
+
+
+def test_the_stepper_plays_aioredlock_s_first_break_and_its_late_release_is_refused(
+    lab: Lab,
+) -> None:
+    lease = cases.case_file(lab, "pottery AIORedlock", "lease")
+    with cases.lock_race(lab, "pottery AIORedlock", "lease").stepper() as late:
+        late.play(lease.example)
+        assert late.finished and late.broken_at == 5  # B's first RPUSH, while A is inside
+        assert late.results["A"] == "refused (ReleaseUnlockedLock)"
+        assert late.results["B"] == "released"
