@@ -124,9 +124,13 @@ def test_a_semaphore_admits_at_most_its_capacity_and_the_third_times_out(lab: La
 
 
 def test_a_semaphore_whose_keys_expire_under_its_holders_admits_one_too_many(lab: Lab) -> None:
-    lease = cases.verdict(cases.semaphore_race(lab, "redis-limiters", "lease"), reduce=True)
-    assert 0 < lease.bad < lease.total
-    assert lease.example.endswith("TCCC")  # the flag expires, C's script makes new permits
+    race = cases.semaphore_race(lab, "redis-limiters", "lease")
+    trace = race.run("AAABBBTCCC")  # the flag expires, C's script makes new permits
+    assert [name for name, got_in in trace.results.items() if got_in is True] == ["A", "B", "C"]
+    if lab.kind == "embedded":  # every schedule: on a real server each of the search's logical
+        # timeouts waits for the server's timer (about 100 ms at hz 10): 232 s for this search
+        lease = cases.verdict(race, reduce=True)
+        assert 0 < lease.bad < lease.total and lease.example.endswith("TCCC")
 
 
 def test_a_queue_hands_each_job_to_one_consumer_and_loses_none(lab: Lab) -> None:
