@@ -15,10 +15,10 @@ from functools import partial
 import pytest
 import redis
 
-from helpers import Lab, explore, run_schedule
+from helpers import Lab, Race, explore, run_schedule
 from helpers.instruments import actors as actor_side
 from helpers.instruments.adopt import SPUN, ActorRefused
-from helpers.instruments.schedule import ScheduleError
+from helpers.instruments.schedule import TIMED_OUT, ScheduleError
 from helpers.instruments.spec import RaceSpec
 
 NOWHERE = "redis://127.0.0.1:1/0"  # nothing listens on port 1
@@ -163,21 +163,33 @@ REFUSED = r"thread 'lease-renewer', which actor A started, sent (PEXPIRE lease 2
 
 
 @pytest.mark.parametrize("via_url", [False, True], ids=["its own client", "a client from a URL"])
-def test_a_thread_the_actor_starts_is_refused_by_run_schedule(lab: Lab, via_url: bool) -> None:
+def test_a_thread_the_actor_starts_is_refused_by_the_stepper(lab: Lab, via_url: bool) -> None:
+    """The stepper runs each actor in a thread of its own and steps only that thread."""
     key, seen = lab.key("lease"), []
-    with pytest.raises(ActorRefused, match=REFUSED):
-        run_schedule(lab, {"A": _renewing(key, seen, via_url)}, "AA", watch=[key])
+    with Race(lab, {"A": _renewing(key, seen, via_url)}, watch=[key]).stepper() as stepper:
+        with pytest.raises(ActorRefused, match=REFUSED):
+            stepper.play("AA")
     assert [type(x) for x in seen] == [ActorRefused, bool] and seen[1] is False
     assert 0 < lab.client().pttl(key) <= 10_000  # the renewal never reached the server
 
 
 @pytest.mark.parametrize("via_url", [False, True], ids=["its own client", "a client from a URL"])
-def test_a_thread_the_actor_starts_is_refused_by_explore(lab: Lab, via_url: bool) -> None:
+def test_a_thread_the_actor_starts_is_its_sub_actor_under_explore(lab: Lab, via_url: bool) -> None:
+    """The explorer steps it as A1: its PEXPIRE is a step of its own, B can come before it."""
     key, seen = lab.key("lease"), []
-    actors = {"A": _renewing(key, seen, via_url), "B": lambda client: client.get(key)}
-    with pytest.raises(ActorRefused, match=REFUSED):
-        explore(lab, actors, lambda c, r: True, watch=[key])
-    assert isinstance(seen[0], ActorRefused) and seen[1] is False
+    actors = {"A": _renewing(key, seen, via_url), "B": lambda client: client.pttl(key) > 10_000}
+    found = explore(lab, actors, lambda c, r: True, watch=[key], reduce=False)
+    schedules = sorted(o.schedule for o in found.outcomes)
+    assert schedules == ["A A1 A B", "A A1 B A", "A B A1 A", "B A A1 A"]
+    assert {o.schedule: o.results["B"] for o in found.outcomes if o.schedule != "B A A1 A"} == {
+        "A A1 A B": True,
+        "A A1 B A": True,
+        "A B A1 A": False,  # B read the lease before the renewal, A1's step
+    }
+    assert set(seen) == {False}  # never refused; joined, it is no longer alive
+    trace = run_schedule(lab, actors, "A B A1 A", watch=[key])  # a schedule that names A1
+    assert [r.client for r in trace.rows] == ["A", "B", "A1", "A"]
+    assert trace.results == {"A": b"me" if via_url else "me", "B": False}
 
 
 def test_a_gated_client_used_from_the_callers_thread_mid_run_is_refused(lab: Lab) -> None:
@@ -219,16 +231,19 @@ def test_a_thread_that_sends_nothing_is_no_problem_and_threads_outside_actors_ar
     assert free == [46]  # a thread no actor started: untouched, after a race has run
 
 
-def test_python_redis_lock_s_auto_renewal_thread_is_refused(lab: Lab) -> None:
+def test_python_redis_lock_s_auto_renewal_thread_renews_when_its_wait_times_out(lab: Lab) -> None:
     redis_lock = pytest.importorskip("redis_lock")  # not pinned in the lock: only if installed
     name = lab.key("job")
 
     def holder(client):
         lock = redis_lock.Lock(client, name, expire=1, auto_renewal=True)
         assert lock.acquire(blocking=False)
-        threading.Event().wait(1.5)  # wall time: the renewer extends every 2/3 s
+        threading.Event().wait(1.5)  # logical: times out when nothing else can run
         lock.release()
         return True
 
-    with pytest.raises(ActorRefused, match="which actor A started, sent"):
-        run_schedule(lab, {"A": holder}, "A", finish=True)
+    trace = run_schedule(lab, {"A": holder}, "A A A1 A1 A", finish=True)  # GET, SET NX EX
+    assert [r.client for r in trace.rows][:5] == ["A", "A", "A1", "A1", "A"]
+    assert trace.rows[2].reply == TIMED_OUT  # after 2/3 of expire (its interval) it extends:
+    assert trace.rows[3].command.startswith("EVALSHA")  # its extend script, as A1's own step
+    assert trace.rows[4].reply == TIMED_OUT and trace.results == {"A": True}

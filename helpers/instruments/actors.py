@@ -11,10 +11,19 @@ An actor that is a coroutine function (``async def``) runs on an event loop of i
 thread or greenlet, given the asyncio view of its gated client (``helpers.instruments.aio``); a
 round trip parks it exactly as it parks a synchronous actor. Around every switch into a greenlet,
 asyncio's per-thread state (the running loop) is swapped for the actor's (``LoopSlot``).
+
+With greenlets, a thread an actor's call starts is a sub-actor (``spawn``): a greenlet of its own,
+named after the actor and numbered ("A1"), that parks at its round trips like any actor and
+sends through the actor's clients. A wait on a thread primitive parks its caller too (``block``,
+a ``Wait``): ``settle``, after every step, starts new sub-actors and wakes each waiter whose wait
+is over, in the actors' order, as part of that step. A woken actor's next step depends on the
+step that woke it through no key, so its footprint is EVERYTHING; a crash of an actor takes its
+sub-actors with it.
 """
 
 from __future__ import annotations
 
+import contextvars
 import inspect
 import signal
 import threading
@@ -40,7 +49,13 @@ from helpers.instruments.adopt import (
     refuse_if_started,
 )
 from helpers.instruments.deadline import raise_in
-from helpers.instruments.footprint import Footprint, KeyTable, Transactions
+from helpers.instruments.footprint import (
+    EVERYTHING,
+    NOTHING,
+    Footprint,
+    KeyTable,
+    Transactions,
+)
 from helpers.instruments.servers import Servers, qualified
 
 try:  # runner="greenlet": a gated step is a switch, not two thread hand-offs
@@ -241,6 +256,16 @@ def _call(state: ActorState) -> Any:
     return result
 
 
+def _end_step(state: ActorState) -> None:
+    """Keep the replies of the step the actor just ran for its trace row (``step_replies``).
+
+    Replies come only in a step the run granted; an actor woken from a wait (``Actors.settle``)
+    that parks again or ends has none, and the last step's stay.
+    """
+    if state.replies:
+        state.step_replies, state.replies = state.replies, []
+
+
 class ActorState:
     """One actor's thread and where it stands."""
 
@@ -267,6 +292,31 @@ class ActorState:
         self.killed = False  # crashed: stopped at its next round trip, never to run again
         self.round_trips = 0  # sent through the race's clients (its own and adopted ones)
         self.recovering = False  # its last reply was NOSCRIPT: the load and retry are this step
+        self.owner: str | None = None  # a sub-actor's actor: whose call started its thread
+        self.subs = 0  # the sub-actors its calls started so far (A1, A2, ...: its names)
+        self.context: Any = None  # a sub-actor's contextvars (its owner's, when it started)
+        self.ended: Callable[[], None] | None = None  # a sub-actor's thread, told it ended
+        self.wait: Wait | None = None  # a thread wait it is parked in, instead of a round trip
+        # It began, or woke from a wait, in another's step: its next step depends on that one
+        # in a way no key shows, so its footprint is EVERYTHING (the reduction orders it so).
+        self.woken = False
+
+
+class Wait:
+    """A wait on a thread primitive (a future, an event, a join) that an actor is parked in.
+
+    It is over when ``ready()`` (another actor's or sub-actor's step made it so: the run wakes
+    it then, as part of that step), or, if it has a deadline, when the run lets it time out: that
+    happens, as a blocking call's timeout does, only once nothing else can run.
+    """
+
+    def __init__(self, ready: Callable[[], bool], deadline_ns: int | None) -> None:
+        self.ready, self.deadline_ns = ready, deadline_ns
+        self.timed_out = False
+
+    def describe(self) -> str:
+        """Return what the trace says the actor waits in."""
+        return "(waits for its threads)" if self.deadline_ns is None else "(waits, with a timeout)"
 
 
 class Actors:
@@ -298,6 +348,7 @@ class Actors:
         self._keys = keys
         self._greenlets = greenlets and greenlet is not None
         self._hub = greenlet.getcurrent() if self._greenlets else None
+        self._by_glet: dict[Any, ActorState] = {}  # each greenlet -> the actor it runs
         self._cond = threading.Condition()
         self._closing = False
         self._steady: bool | None = None  # WATCHDOG.steady(), asked at this run's first switch
@@ -309,8 +360,10 @@ class Actors:
         state.gate.run = self
         if self._greenlets:
             state.glet = greenlet.greenlet(self._body)
+            self._by_glet[state.glet] = state
             self.switch(state, state)  # runs the actor up to its first round trip
             self.check_crash(state)
+            self.settle()
             self._refuse_if_ungated(state)
             return
         state.thread = threading.Thread(
@@ -321,9 +374,10 @@ class Actors:
         self._refuse_if_ungated(state)
 
     def check_sender(self, name: str, commands: list[Command]) -> None:
-        """Raise ActorRefused if this round trip of name's client comes from another thread."""
+        """Raise ActorRefused if this round trip of name's client comes from another thread
+        (a sub-actor of name's, a thread name's calls started, is name's own)."""
         state = self.states.get(name)
-        if state is not None:
+        if state is not None and self.sender(name) is state:
             what = lambda: describe_round_trip(commands, self.short)  # noqa: E731 - asked on refusal
             check_sender(name, state.thread, state.glet, self.refused, what)
 
@@ -338,6 +392,14 @@ class Actors:
                 reason=Refusal.NO_ROUND_TRIP,
             )
 
+    def sender(self, name: str) -> ActorState:
+        """Return the state of who sends through name's client now: name, or its sub-actor."""
+        if self._greenlets:
+            found = self._by_glet.get(greenlet.getcurrent())
+            if found is not None and found.owner == name:
+                return found
+        return self.states[name]
+
     def _body(self, state: ActorState) -> None:
         gate, node = state.gate, self.node
         servers = self.servers
@@ -347,9 +409,15 @@ class Actors:
             servers.release,
             refused=self.refused,
         )
+        if self._greenlets:  # its threads are sub-actors; its waits on them park it
+            context.spawn = lambda run, ended: self.spawn(state, run, ended)
+            context.block = self.block
         try:
-            with actor_running(context), logical_time.reading(self.clock):
-                result: Any = _call(state)
+            if state.owner is not None:  # a sub-actor: in its owner's context already
+                result: Any = state.fn(None)
+            else:
+                with actor_running(context), logical_time.reading(self.clock):
+                    result = _call(state)
         except Aborted:
             result = UNFINISHED
         except SpinBound:
@@ -366,13 +434,102 @@ class Actors:
             result, state.crash = exc, exc
         with self._cond:
             state.result = result
-            state.step_replies, state.replies = state.replies, []
+            _end_step(state)
             state.done = True
             self._cond.notify_all()
 
+    def spawn(self, by: ActorState, run: Callable[[], Any], ended: Callable[[], None]) -> str:
+        """Make a thread that by's call starts a sub-actor of by's actor; return its name.
+
+        It is named after that actor and numbered in the order its threads start ("A1", "A2",
+        ...; a thread a sub-actor starts is the actor's too). It starts running, up to its first
+        round trip, once the actor that started it parks (``settle``); ended() is called when
+        it ends, however it ends.
+        """
+        owner = self.states[by.owner or by.name]
+        owner.subs += 1
+        name = f"{owner.name}{owner.subs}"
+        state = ActorState(name, lambda _client: run(), None, owner.gate, EVERYTHING)
+        state.owner, state.context, state.ended = owner.name, contextvars.copy_context(), ended
+        self.states[name] = state
+        return name
+
+    def settle(self) -> None:
+        """Start each new sub-actor, and wake each actor whose wait is over, until none is left.
+
+        This is part of the step that made it so: no round trip is sent meanwhile, so where in
+        the step it happens makes no difference to Redis. Actors are visited in their order.
+        """
+        while True:
+            for state in self.states.values():
+                if state.done:
+                    continue
+                if state.owner is not None and state.glet is None:
+                    state.woken = True
+                    state.glet = greenlet.greenlet(self._sub_body)
+                    state.glet.gr_context = state.context
+                    self._by_glet[state.glet] = state
+                    self.switch(state, state)  # runs it up to its first round trip
+                    break
+                if state.wait is not None and state.parked and state.wait.ready():
+                    state.parked, state.woken = False, True
+                    self.switch(state)  # its wait returns True; it runs to its next park
+                    break
+            else:
+                return
+            self.check_crash(state)
+
+    def block(self, ready: Callable[[], bool], timeout_s: float | None) -> bool | None:
+        """Park the actor running here until ready() (return True) or its timeout (False).
+
+        Called by a thread primitive's wait (``helpers.instruments.adopt``) inside an actor or
+        sub-actor of a greenlet run; a timeout of 0 or less only asks ready(). None: the caller
+        is no actor of this run (its wait is a real one).
+        """
+        state = self._by_glet.get(greenlet.getcurrent())
+        if state is None:
+            return None
+        if ready():
+            return True
+        if timeout_s is not None and timeout_s <= 0:
+            return False
+        deadline = None if timeout_s is None else self.clock.monotonic_ns() + round(timeout_s * 1e9)
+        state.wait = wait = Wait(ready, deadline)
+        state.footprint = NOTHING  # waiting touches no key (a timeout's step: EVERYTHING)
+        _end_step(state)
+        state.pending = []
+        state.parked = True
+        try:
+            if not (self._closing or state.killed):
+                assert self._hub is not None  # set whenever greenlets run
+                self._hub.switch()  # back to the scheduler: woken by settle, or timed out
+            if self._closing or state.killed:
+                state.parked, state.aborted = False, True
+                raise Aborted(f"the schedule ended while {state.name} waited {wait.describe()}")
+        finally:
+            state.wait = None
+        return not wait.timed_out
+
+    def time_out(self, state: ActorState) -> None:
+        """Let state's wait time out: the run's clock moves to its deadline, and it runs on."""
+        wait = state.wait
+        assert wait is not None and wait.deadline_ns is not None
+        self.clock.advance((wait.deadline_ns - self.clock.monotonic_ns()) / 1e9)
+        wait.timed_out = True
+        self.resume(state)
+
+    def _sub_body(self, state: ActorState) -> None:
+        try:
+            self._body(state)
+        finally:
+            assert state.ended is not None  # every sub-actor has one
+            state.ended()
+
     def park(self, name: str, commands: list[Command], server: str = "") -> list[Command] | None:
-        state = self.states[name]
+        state = self.sender(name)
         state.round_trips += 1
+        if state.owner is not None:  # a sub-actor's round trip is its actor's too
+            self.states[state.owner].round_trips += 1
         state.server = server
         if state.recovering and _recovers_script(commands):
             # NOSCRIPT, then SCRIPT LOAD (or EVAL) and the retried call: one step, the one that
@@ -387,19 +544,20 @@ class Actors:
             state.call = blocking.resolved(observer, state.call)
             if state.call.command != tuple(commands[0]):
                 state.instead = [state.call.command]
-        self._park_until_granted(name, commands)
+        self._park_until_granted(state, commands)
         instead, state.instead, state.call = state.instead, None, None
         return instead
 
-    def _park_until_granted(self, name: str, commands: list[Command]) -> None:
-        state = self.states[name]
+    def _park_until_granted(self, state: ActorState, commands: list[Command]) -> None:
         self._note_global_state(commands)
         if self._keys is not None:
             state.footprint = on_server(
                 state.transactions.footprint(self._keys, commands), state.server
             )
+            if state.woken:
+                state.footprint, state.woken = EVERYTHING, False
         if self._greenlets:
-            state.step_replies, state.replies = state.replies, []
+            _end_step(state)
             state.pending = commands
             state.parked = True
             if not (self._closing or state.killed):
@@ -409,7 +567,7 @@ class Actors:
                 self._abort(state, commands)
             return
         with self._cond:
-            state.step_replies, state.replies = state.replies, []
+            _end_step(state)
             state.pending = commands
             state.parked = True
             self._cond.notify_all()
@@ -453,7 +611,7 @@ class Actors:
                 self.new_global_state.append(loaded)
 
     def reply(self, name: str, reply: Any) -> None:
-        state = self.states[name]
+        state = self.sender(name)
         state.replies.append(reply)
         if isinstance(reply, redis.exceptions.NoScriptError):
             state.recovering = True  # redis-py's NoScriptError: its load and retry ride along
@@ -496,6 +654,12 @@ class Actors:
                 "lock, a queue, input()); an actor may only wait on its client's replies"
             )
 
+    def _never_started(self, state: ActorState) -> None:
+        """End a sub-actor whose thread never ran (its run closed, or its actor crashed)."""
+        state.result, state.done, state.aborted = UNFINISHED, True, True
+        assert state.ended is not None  # every sub-actor has one
+        state.ended()
+
     def wait_until_parked(self, state: ActorState) -> None:
         with self._cond:
             ok = self._cond.wait_for(lambda: state.parked or state.done, STEP_TIMEOUT_S)
@@ -514,6 +678,7 @@ class Actors:
             state.parked = False
             self.switch(state)  # the actor sends, reads the reply, runs to its next one
             self.check_crash(state)
+            self.settle()
             return
         with self._cond:
             state.parked = False
@@ -525,6 +690,13 @@ class Actors:
         state.killed = True
         if self._greenlets:
             self.switch(state)  # its park sees it killed and stops it
+            for sub in list(self.states.values()):  # a crashed client's threads go with it
+                if sub.owner == state.name and not sub.done:
+                    sub.killed = True
+                    if sub.glet is None:
+                        self._never_started(sub)
+                    else:
+                        self.switch(sub)
         else:
             with self._cond:
                 self._cond.notify_all()
@@ -538,7 +710,9 @@ class Actors:
         with self._cond:
             self._closing = True
             self._cond.notify_all()
-        for state in self.states.values():
+        for state in list(self.states.values()):
+            if state.owner is not None and state.glet is None and not state.done:
+                self._never_started(state)
             if state.glet is not None and not state.glet.dead:
                 self.switch(state)  # its park sees the run closing and stops it
             if state.thread is not None:

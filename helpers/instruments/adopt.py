@@ -31,13 +31,21 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
 * **Subscribing is refused.** Pub/sub delivers messages from another connection at a time no
   step decides, so an actor that calls ``pubsub()`` (of a ``redis`` or a ``redis.asyncio``
   client) gets ``ActorRefused`` saying so.
-* **Its background threads may not talk to Redis.** A schedule steps the actor's own thread (or
-  greenlet) only. A round trip from any other thread, such as a thread the actor started
-  (python-redis-lock's auto-renewal, a ``threading.Thread`` of its own), is refused with
-  ``ActorRefused`` naming that thread: on the actor's gated client (``check_sender``) or any
-  other client (a thread an actor started is remembered: ``started_by``). It is never parked
-  under the actor's letter, where its reply would be taken for the actor's. The race raises the
-  refusal too, at its next step (``ActorContext.refused``).
+* **A thread its call starts is its sub-actor.** Under greenlets (the explorer and forced
+  schedules: ``ActorContext.spawn`` is set), ``threading.Thread.start`` inside an actor starts no
+  OS thread: the thread's ``run`` becomes a sub-actor the run steps like an actor, named after it
+  and numbered ("A1", "A2"; ``helpers.instruments.actors``), sending through the actor's clients.
+  A thread pool made inside an actor has sub-actors for workers (its queue a ``queue.Queue``, so
+  an idle worker parks). A wait on a thread primitive (``threading.Condition.wait``, and so
+  ``Event.wait``, futures, ``queue.Queue.get``; ``Thread.join`` of a sub-actor) inside an actor
+  that started one parks it (``ActorContext.block``) until a step makes it true, or, with a
+  timeout, until the run lets it time out once nothing else can run (counted as a sleep).
+* **Other threads may not talk to Redis.** A round trip from a thread that is not an actor's
+  own nor its sub-actor (a thread started before the run, or one an actor started under the
+  stepper's threads) is refused with ``ActorRefused`` naming that thread: on the actor's gated
+  client (``check_sender``) or any other client (a thread an actor started is remembered:
+  ``started_by``). It is never parked under the actor's letter, where its reply would be taken
+  for the actor's. The race raises the refusal too, at its next step (``ActorContext.refused``).
 
 Every refusal says why in a closed set (``ActorRefused.reason``, a ``Refusal``), so that a caller
 need not read its message.
@@ -49,9 +57,13 @@ go in the first time a race runs (``install``), never on import.
 
 from __future__ import annotations
 
+import _thread
 import asyncio
+import concurrent.futures
+import contextlib
 import contextvars
 import functools
+import queue
 import threading
 import time
 import weakref
@@ -119,6 +131,13 @@ class ActorContext:
     sleeps: int = 0
     adopted: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # id -> (foreign, ours)
     refused: list[ActorRefused] = field(default_factory=list)  # its threads' refusals (the run's)
+    # With greenlets (the explorer's runner): a thread its calls start becomes a sub-actor
+    # (spawn(run, ended) -> its name), and a wait on a thread primitive parks it (block).
+    spawn: Callable[[Callable[[], Any], Callable[[], None]], str] | None = None
+    block: Callable[[Callable[[], bool], float | None], bool | None] | None = None
+    threads: int = 0  # its sub-actors not ended yet (its clients close after the last)
+    spawned: bool = False  # it started a sub-actor: its waits on thread primitives park it
+    closing: bool = False
 
     def client_for(self, foreign: Any) -> Any:
         """Return the gated client that speaks for foreign (made on first use)."""
@@ -135,7 +154,10 @@ class ActorContext:
         return found[1]
 
     def close(self) -> None:
-        """Release every adopted client."""
+        """Release every adopted client, once its last sub-actor has ended."""
+        self.closing = True
+        if self.threads:
+            return  # a sub-actor still sends through them (a pool's bail-out: pottery's)
         for _foreign, ours in self.adopted.values():
             self.release(ours)
         self.adopted.clear()
@@ -148,6 +170,8 @@ _INSTALL_LOCK = threading.Lock()
 _ORIGINAL: dict[str, Any] = {}
 # Each thread an actor started (or a thread it started started) -> that actor's context.
 _STARTED: weakref.WeakKeyDictionary[threading.Thread, ActorContext] = weakref.WeakKeyDictionary()
+# Each thread that runs as a sub-actor (see _start_sub_actor) -> its name in the run.
+_SUB_ACTORS: weakref.WeakKeyDictionary[threading.Thread, str] = weakref.WeakKeyDictionary()
 
 
 def current() -> ActorContext | None:
@@ -188,9 +212,9 @@ def _refuse(actor: str, refused: list[ActorRefused], sent: str) -> ActorRefused:
     """Return the refusal of a round trip sent from a thread not the actor's, noted in refused."""
     exc = ActorRefused(
         f"{sent}: a schedule steps only an actor's own thread, so the round trip is refused "
-        f"(parked under {actor}'s letter, its reply would be taken for {actor}'s). Turn a "
-        "library's background thread off inside an actor (python-redis-lock: auto_renewal=False), "
-        "or make its work an actor of its own",
+        f"(parked under {actor}'s letter, its reply would be taken for {actor}'s). A thread an "
+        "actor's call starts is stepped as its sub-actor (A1, ...) by explore() and forced "
+        "schedules, not by the stepper; otherwise make its work an actor of its own",
         reason=Refusal.THREAD,
     )
     refused.append(exc)
@@ -255,6 +279,9 @@ def install() -> None:
             connect_async=_ASYNC.connect_check_health,
             sleep=time.sleep,
             thread_start=threading.Thread.start,
+            thread_join=threading.Thread.join,
+            condition_wait=threading.Condition.wait,
+            pool_init=concurrent.futures.ThreadPoolExecutor.__init__,
             aexecute_command=redis.asyncio.Redis.execute_command,
             apipeline=redis.asyncio.Redis.pipeline,
             apubsub=redis.asyncio.Redis.pubsub,
@@ -271,6 +298,9 @@ def install() -> None:
         time.sleep = _sleep
         logical_time.replace(_ORIGINAL["sleep"], _sleep)  # from time import sleep, too
         threading.Thread.start = _thread_start  # type: ignore[method-assign]
+        threading.Thread.join = _thread_join  # type: ignore[method-assign]
+        threading.Condition.wait = _condition_wait  # type: ignore[method-assign]
+        concurrent.futures.ThreadPoolExecutor.__init__ = _pool_init  # type: ignore[method-assign]
         _install_asyncio()
 
 
@@ -316,10 +346,86 @@ def _new_event_loop() -> asyncio.AbstractEventLoop:
 
 
 def _thread_start(self: threading.Thread) -> None:
-    context = _CURRENT.get() or started_by()
+    context = _CURRENT.get()
+    if context is not None and context.spawn is not None:
+        _start_sub_actor(context, self)
+        return
+    context = context or started_by()
     if context is not None:
         _STARTED[self] = context  # its round trips are refused (check_sender, refuse_if_started)
     _ORIGINAL["thread_start"](self)
+
+
+def _start_sub_actor(context: ActorContext, thread: threading.Thread) -> None:
+    """Make thread, started inside an actor of a greenlet run, a sub-actor of that actor.
+
+    No OS thread starts: the run steps the thread's run() as its sub-actor. Until that ends,
+    the thread is alive (a lock held in its ``_tstate_lock``, which ``is_alive`` and ``join``
+    read, as they do a real thread's).
+    """
+    if thread._started.is_set():  # type: ignore[attr-defined]  # threading's own state
+        raise RuntimeError("threads can only be started once")
+    alive = _thread.allocate_lock()
+    alive.acquire()
+
+    def ended() -> None:
+        if alive.locked():
+            alive.release()
+            context.threads -= 1
+            if context.closing and not context.threads:
+                context.close()
+
+    context.threads += 1
+    context.spawned = True
+    thread._tstate_lock = alive  # type: ignore[attr-defined]
+    _SUB_ACTORS[thread] = context.spawn(thread.run, ended)  # type: ignore[misc]
+    thread._started.set()  # type: ignore[attr-defined]
+
+
+def _thread_join(self: threading.Thread, timeout: float | None = None) -> None:
+    context = _CURRENT.get()
+    alive = getattr(self, "_tstate_lock", None)
+    if context is not None and context.block is not None and self in _SUB_ACTORS and alive:
+        if context.block(lambda: not alive.locked(), timeout) is not None:
+            timeout = 0  # its wait is over: what is left, the original does without waiting
+    _ORIGINAL["thread_join"](self, timeout)
+
+
+def _condition_wait(self: threading.Condition, timeout: float | None = None) -> bool:
+    """threading.Condition.wait: inside an actor that started threads, a wait that parks it."""
+    context = _CURRENT.get()
+    if context is None or context.block is None or not context.spawned:
+        return bool(_ORIGINAL["condition_wait"](self, timeout))
+    if not self._is_owned():  # type: ignore[attr-defined]  # as threading's own wait checks
+        raise RuntimeError("cannot wait on un-acquired lock")
+    waiter = _thread.allocate_lock()
+    waiter.acquire()
+    self._waiters.append(waiter)  # type: ignore[attr-defined]
+    saved = self._release_save()  # type: ignore[attr-defined]
+    got = False
+    try:
+        woken = context.block(lambda: not waiter.locked(), timeout)
+        if woken is None:  # not a greenlet of the run: a real wait, as threading's
+            got = waiter.acquire(True, -1 if timeout is None else max(timeout, 0))
+        else:
+            got = woken and waiter.acquire(False)
+            if not woken and timeout is not None and timeout > 0:
+                _count_sleep(context)  # a wait that timed out: as a sleep, for the spin bound
+        return got
+    finally:
+        self._acquire_restore(saved)  # type: ignore[attr-defined]
+        if not got:
+            with contextlib.suppress(ValueError):
+                self._waiters.remove(waiter)  # type: ignore[attr-defined]
+
+
+def _pool_init(self: concurrent.futures.ThreadPoolExecutor, *args: Any, **kwargs: Any) -> None:
+    _ORIGINAL["pool_init"](self, *args, **kwargs)
+    context = _CURRENT.get()
+    if context is not None and context.spawn is not None:
+        # Its workers are sub-actors: an idle one waits on a queue.Queue, whose wait parks it
+        # (a SimpleQueue's would block the run's one thread).
+        self._work_queue = queue.Queue()  # type: ignore[assignment]
 
 
 def _words(args: Sequence[Any]) -> str:
@@ -435,14 +541,19 @@ def _sleep(seconds: float | SupportsIndex) -> None:
     if context is None:
         _ORIGINAL["sleep"](seconds)
         return None
+    _count_sleep(context)
+    logical_time.advance(float(seconds))
+    return None
+
+
+def _count_sleep(context: ActorContext) -> None:
+    """Count one sleep (or timed-out wait) of the actor; SpinBound past its spin bound."""
     context.sleeps += 1
     if context.sleeps > context.spin_bound:
         raise SpinBound(
             f"actor {context.name} slept {context.sleeps} times in one schedule (spin bound "
             f"{context.spin_bound}): a retry loop that never gets what it waits for"
         )
-    logical_time.advance(float(seconds))
-    return None
 
 
 __all__ = [

@@ -104,6 +104,7 @@ class Search:
 
     def choose(self, depth: int, options: list[str], nexts: dict[str, Footprint]) -> str | None:
         """Return the choice at a new depth (first allowed actor not asleep); None: all asleep."""
+        self._learn(options)
         sleep = self.nodes[depth - 1].child_sleep if depth else frozenset()
         node = Node(options, nexts, sleep)
         if self.reduce:
@@ -133,12 +134,19 @@ class Search:
 
     def splits(self, depth: int, options: list[str]) -> list[str]:
         """Return every choice a search that tries each option would take at depth, in order."""
+        self._learn(options)
         sleep = self.nodes[depth - 1].child_sleep if depth else frozenset()
         return [
             n
             for n in self.order
             if n in options and n not in sleep and self._allowed(depth, options, n)
         ]
+
+    def _learn(self, options: list[str]) -> None:
+        """Put steps first seen now (an actor's sub-actors, "A1") at the end of the order."""
+        for name in options:
+            if name not in self.order:
+                self.order.append(name)
 
     def _take(self, depth: int, node: Node, name: str) -> None:
         """Choose name at node: the child's sleep set keeps the tried steps name commutes with."""

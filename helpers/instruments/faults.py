@@ -103,13 +103,16 @@ class Crash(Fault):
     name, mark = "crash", CRASH
 
     def footprint(self, run: Any, step: str) -> Footprint:
-        """Return NOTHING: closing a connection changes no key (a lock it took stays)."""
-        return NOTHING
+        """Return NOTHING: closing a connection changes no key (a lock it took stays); but
+        EVERYTHING while the client has sub-actors, whose steps the crash takes away."""
+        name = self.actor(step)
+        alive = any(s.owner == name and not s.done for s in run.actors.values())
+        return EVERYTHING if alive else NOTHING
 
     def apply(self, run: Any, step: str, server: ServerFaults | None) -> None:
         """Kill the client: its connections close (ending any WATCH or MULTI), result "(crashed)"."""
         state = run.client(self.actor(step), "crash")
-        run.record(step, NOTHING)  # closing a connection changes no key
+        run.record(step, self.footprint(run, step))
         run.kill(state)
         state.client.connection_pool.disconnect()
         state.gate.open_state = False
@@ -254,6 +257,15 @@ def actor_of(step: str) -> str:
     return kind.actor(step) if kind is not None else step
 
 
+def client_of(run: Any, step: str) -> str:
+    """Return the client a step belongs to: actor_of(step), or the actor whose thread (a
+    sub-actor, "A1") sent it: a client's threads write its leases too."""
+    name = actor_of(step)
+    state = getattr(run, "actors", {}).get(name)
+    owner = getattr(state, "owner", None)
+    return owner if isinstance(owner, str) else name
+
+
 def kinds_named(names: Iterable[str]) -> list[Fault]:
     """Return the fault kinds with these names, in the order the search tries them."""
     wanted = set(names)
@@ -288,7 +300,7 @@ def leases(run: Any, actor: str) -> list[str]:
         if isinstance(kind, Restart):  # restart or failover: the data written before is gone
             last = {}
             continue
-        writer = None if isinstance(kind, Pause) else actor_of(step)  # an expired lease: nobody's
+        writer = None if isinstance(kind, Pause) else client_of(run, step)  # expired: nobody's
         for key in keys:
             if touched.everything or key.encode() in touched.writes:
                 last[key] = writer
@@ -298,7 +310,7 @@ def leases(run: Any, actor: str) -> list[str]:
 
 def written(run: Any, actor: str) -> list[str]:
     """Return the run's keys (watched or reset) that actor's round trips have written so far."""
-    mine = [t for step, t in zip(run.names, run.footprints) if step == actor]
+    mine = [t for step, t in zip(run.names, run.footprints) if client_of(run, step) == actor]
     return [k for k in run.keys if any(t.everything or k.encode() in t.writes for t in mine)]
 
 

@@ -67,6 +67,7 @@ from helpers.instruments.actors import (
     ScheduleError,
     _text,
     describe_round_trip,
+    greenlet,
 )
 from helpers.instruments.footprint import EVERYTHING, Footprint, KeyTable, touching
 from helpers.instruments.history import Op, Span, hold_spans
@@ -118,6 +119,10 @@ def lease_expires(key: str, label: str | None = None, value: Any = None) -> Cloc
 
 
 TIMEOUT_PAST_S = 0.001  # a logical timeout moves the clock this much past the call's timeout
+TIMED_OUT = "(timed out)"  # the reply of a step that is a wait's timeout
+# A forced schedule runs its actors as the explorer does (greenlets: the threads an actor starts
+# are its sub-actors); threads where greenlet is missing.
+FORCED_RUNNER = "greenlet" if greenlet is not None else "thread"
 
 
 def _one_line(text: str) -> str:
@@ -270,7 +275,8 @@ def parse_schedule(schedule: str | Sequence[str]) -> list[str]:
     """Return a schedule as a list of client names ('ABAB' or 'A B A B' or ['A', 'B', ...]).
 
     Faults (``helpers.instruments.faults``): "A!" (A crashes), "A~" (A pauses until its leases
-    run out), and the words "restart", "failover" and "crash(<server>)" between spaces.
+    run out), and the words "restart", "failover" and "crash(<server>)" between spaces. Digits
+    belong to the name before them: "AA1A2" is A, then its sub-actors A1 and A2.
     """
     if isinstance(schedule, str):
         names: list[str] = []
@@ -281,6 +287,8 @@ def parse_schedule(schedule: str | Sequence[str]) -> list[str]:
             for c in word:
                 if c in (faults.CRASH, faults.PAUSE) and names:
                     names[-1] += c  # "AB!A": B crashes after A's first step
+                elif c.isdigit() and names and names[-1][-1] not in (faults.CRASH, faults.PAUSE):
+                    names[-1] += c  # "AA1": A's sub-actor A1
                 else:
                     names.append(c)
         return names
@@ -381,6 +389,8 @@ def _next_text(state: ActorState, short: Callable[[Any], str]) -> str:
     """Return what an actor sends next: its round trip, or a clock's label."""
     if isinstance(state.fn, Clock):
         return state.fn.describe(short)
+    if state.wait is not None:
+        return state.wait.describe()
     return describe_round_trip(state.pending, short)
 
 
@@ -441,8 +451,8 @@ class ScheduleRun:
                 client, gate = self._connections.clients[name]
                 step = fn.footprint() if isinstance(fn, Clock) else EVERYTHING
                 self.actors[name] = ActorState(name, fn, client, gate, step)
-            for state in self.actors.values():
-                if state.gate is not None:
+            for state in list(self.actors.values()):  # (sub-actors join as they start)
+                if state.gate is not None and state.owner is None:
                     self._actors.start(state)
         except BaseException:
             self.close()
@@ -455,7 +465,7 @@ class ScheduleRun:
 
     def next_footprints(self) -> dict[str, Footprint]:
         """Return {actor: what its next step touches} (a timeout, if it ran now: everything)."""
-        late = set(self.waiting) & set(self.runnable)
+        late = (set(self.waiting) | set(self.in_wait)) & set(self.runnable)
         return {
             n: EVERYTHING if n in late else s.footprint
             for n, s in self.actors.items()
@@ -474,8 +484,13 @@ class ScheduleRun:
 
     @property
     def clients(self) -> list[str]:
-        """Return the unfinished actors that are clients (not clocks): those a fault can hit."""
-        return [n for n in self.unfinished if self.actors[n].gate is not None]
+        """Return the unfinished actors that are clients (not clocks nor sub-actors): those a
+        fault can hit (a crash takes a client's sub-actors with it)."""
+        return [
+            n
+            for n in self.unfinished
+            if self.actors[n].gate is not None and self.actors[n].owner is None
+        ]
 
     @property
     def waiting(self) -> list[str]:
@@ -492,17 +507,28 @@ class ScheduleRun:
         return found
 
     @property
+    def in_wait(self) -> list[str]:
+        """Return the actors parked in a wait on a thread primitive (``actors.Wait``)."""
+        return [n for n, s in self.actors.items() if not s.done and s.wait is not None]
+
+    @property
     def runnable(self) -> list[str]:
         """Return the actors a schedule may name next (``helpers.instruments.blocking``).
 
-        Every unfinished actor but the waiting ones; when all are waiting, the ones whose call
-        can time out (their step is the timeout). Empty when the rest block forever.
+        Every unfinished actor but the waiting ones (on a blocking call, or in a wait on a thread
+        primitive); when all are waiting, the ones that can time out (their step is the
+        timeout). Empty when the rest block forever.
         """
-        waiting = self.waiting
-        ready = [n for n in self.unfinished if n not in waiting]
-        if ready or not waiting:
+        waiting, in_wait = self.waiting, self.in_wait
+        ready = [n for n in self.unfinished if n not in waiting and n not in in_wait]
+        if ready:
             return ready
-        return [n for n in waiting if self.actors[n].call.timeout_s > 0]  # type: ignore[union-attr]
+        return [
+            n
+            for n in self.unfinished
+            if (n in waiting and self.actors[n].call.timeout_s > 0)  # type: ignore[union-attr]
+            or (n in in_wait and self.actors[n].wait.deadline_ns is not None)  # type: ignore[union-attr]
+        ]
 
     @property
     def blocked(self) -> list[str]:
@@ -511,8 +537,12 @@ class ScheduleRun:
 
     @property
     def results(self) -> dict[str, Any]:
-        """Return {actor: result} for the actors that have finished."""
-        return {n: s.result for n, s in self.actors.items() if s.done and not s.aborted}
+        """Return {actor: result} for the actors that have finished (sub-actors apart)."""
+        return {
+            n: s.result
+            for n, s in self.actors.items()
+            if s.done and not s.aborted and s.owner is None
+        }
 
     def waiting_on(self) -> dict[str, str]:
         """Return {actor: the round trip it will send next} for every unfinished actor."""
@@ -521,17 +551,42 @@ class ScheduleRun:
     # --- steps ----------------------------------------------------------------------------------
 
     def step(self, name: str) -> TraceRow:
-        """Let actor name send its next round trip and run up to the one after; return the trace row."""
+        """Let actor name send its next round trip and run up to the one after; return the trace row.
+
+        An actor that waits for its own threads stands for them: its first sub-actor that can
+        run takes the step (the row names it).
+        """
+        name = self._stand_in(name)
         state, command = self._runnable(name), self.waiting_on()[name]
-        if state.call is not None and name in self.waiting:
+        if (state.call is not None and name in self.waiting) or state.wait is not None:
             command += " (times out: nothing else can run)"
         servers = self._connections.servers
         server = servers.label(state.server) if servers.names else ""
-        return self.add_row(name, command, format_value(self.advance(name), self.short), server)
+        reply = self.advance(name)
+        text = TIMED_OUT if reply is TIMED_OUT else format_value(reply, self.short)
+        return self.add_row(name, command, text, server)
+
+    def _stand_in(self, name: str) -> str:
+        """Return name, or the first sub-actor of name that can run while name waits for it."""
+        state = self.actors.get(name)
+        if state is None or state.wait is None or name in (runnable := self.runnable):
+            return name
+        return next((n for n in runnable if self.actors[n].owner == name), name)
 
     def advance(self, name: str) -> Any:
         """Run actor name's next step as step() does, without a trace row; return its reply."""
+        name = self._stand_in(name)
         state = self._runnable(name)
+        if state.wait is not None:  # a wait on a thread primitive: the step is its timeout
+            if name not in self.runnable:
+                raise ScheduleError(
+                    f"{name} {state.wait.describe()[1:-1]}: another client can still run"
+                    if state.wait.deadline_ns is not None
+                    else f"{name} {state.wait.describe()[1:-1]}, with no timeout: name them"
+                )
+            self.record(name, EVERYTHING)
+            self._actors.time_out(state)
+            return TIMED_OUT
         late = state.call is not None and name in self.waiting  # the step is its call's timeout
         self.record(name, self._time_out(state) if late else state.footprint)
         if state.gate is None:
@@ -627,6 +682,7 @@ class ScheduleRun:
             if n in blocked
             else UNFINISHED
             for n, s in self.actors.items()
+            if s.owner is None
         }
 
     def trace(self) -> Trace:
@@ -647,7 +703,7 @@ class ScheduleRun:
         """Stop unfinished actors at their next round trip, join their threads, release or keep clients."""
         self._actors.stop()
         for state in self.actors.values():
-            if state.gate is not None:
+            if state.gate is not None and state.owner is None:  # (a sub-actor's is its actor's)
                 state.gate.run = None
                 if state.aborted or not state.done or state.gate.open_state:
                     # Closing its connections ends any WATCH or MULTI the actor left open, so the
@@ -687,7 +743,7 @@ def run_schedule(
     server_kinds = [k for k in kinds if faults.KINDS[k].needs_server]
     with (
         faults.ServerFaults(lab, server_kinds) if server_kinds else nullcontext() as server,
-        ScheduleRun(spec, footprints="pause" in kinds) as run,
+        ScheduleRun(spec, footprints="pause" in kinds, runner=FORCED_RUNNER) as run,
     ):
         if server is not None:
             server.begin(run)
