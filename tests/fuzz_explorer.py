@@ -93,8 +93,8 @@ class Call:
 class Step:
     """One statement of an actor: a call, a transaction, a branch on a reply, or a stop."""
 
-    kind: str  # "call", "multi", "watch", "if", "stop"
-    calls: tuple[Call, ...] = ()  # call: 1; multi: 1-2 queued; watch: the queued one; if: 2
+    kind: str  # "call", "multi", "watch", "if", "stop", "pool"
+    calls: tuple[Call, ...] = ()  # call: 1; multi: 1-2 queued; watch: the queued one; if, pool: 2
     ref: int = 0  # if/stop: which earlier reply (0 = the first)
     condition: str = CONDITIONS[0]
     v: str = "1"
@@ -102,7 +102,7 @@ class Step:
     @property
     def round_trips(self) -> int:
         """Return how many round trips the step makes (a stop makes none)."""
-        return {"call": 1, "multi": 1, "watch": 3, "if": 1, "stop": 0}[self.kind]
+        return {"call": 1, "multi": 1, "watch": 3, "if": 1, "stop": 0, "pool": 2}[self.kind]
 
     @property
     def replies(self) -> int:
@@ -172,6 +172,15 @@ def _actor_lines(name: str, steps: Sequence[Step], aio: bool = False) -> list[st
                 "        else:",
                 f"            {reply} = {step.calls[1].text(aio=aio)}",
             ]
+        elif step.kind == "pool":  # two calls at once, from a thread pool's two workers
+            if aio:
+                raise ValueError("a thread pool step has no async twin")
+            first, second = (f"lambda: {call.text()}" for call in step.calls)
+            lines += [
+                "        with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:",
+                f"            futures = [pool.submit({first}), pool.submit({second})]",
+                f"            {reply} = [f.result() for f in futures]",
+            ]
         elif step.kind == "multi":
             lines.append(f"        {with_} client.pipeline() as p:")
             lines += [f"            {call.text('p')}" for call in step.calls]
@@ -215,6 +224,11 @@ INVARIANTS = {
 }
 
 
+def _pools(program: Program) -> bool:
+    """Return True if an actor of program has a thread pool step."""
+    return any(step.kind == "pool" for steps in program.actors for step in steps)
+
+
 def render(program: Program, aio: bool = False) -> str:
     """Return program as a Python module: build(lab) -> Race, and a __main__ that compares; with
     aio, its actors are async def of a redis.asyncio client (the scripts are AsyncScripts)."""
@@ -225,6 +239,7 @@ def render(program: Program, aio: bool = False) -> str:
     lines = [
         '"""A race the explorer fuzzer generated: reduced and exhaustive search must agree."""',
         "",
+        *(["import concurrent.futures"] if _pools(program) else []),
         "import zlib",
         "",
         "import redis",
@@ -318,18 +333,22 @@ def _calls(keys: int, caps: frozenset[str], names: Sequence[str]) -> st.SearchSt
 
 
 @st.composite
-def _actor(draw: Any, round_trips: int, keys: int, caps: frozenset[str]) -> tuple[Step, ...]:
-    """Draw one actor's steps: exactly round_trips round trips, branches and stops between."""
+def _actor(
+    draw: Any, round_trips: int, keys: int, caps: frozenset[str], threads: bool = False
+) -> tuple[Step, ...]:
+    """Draw one actor's steps: exactly round_trips round trips, branches and stops between;
+    with threads, some pairs of calls made at once by a thread pool (the actor's sub-actors)."""
     steps: list[Step] = []
     left, replies = round_trips, 0
     call = _calls(keys, caps, list(CALLS))
     while left:
         kinds = ["call", "call", "multi"] + (["if", "if", "stop"] if replies else [])
         kinds += ["watch"] if left >= 3 else []
+        kinds += ["pool"] if threads and left >= 2 else []
         kind = draw(st.sampled_from(kinds))
         ref = draw(st.integers(0, max(replies - 1, 0)))
         condition, v = draw(st.sampled_from(CONDITIONS)), draw(st.sampled_from(VALUES))
-        if kind in ("call", "if"):
+        if kind in ("call", "if", "pool"):
             calls = tuple(draw(call) for _ in range(1 if kind == "call" else 2))
         elif kind == "multi":
             calls = tuple(draw(st.lists(_calls(keys, caps, QUEUED), min_size=1, max_size=2)))
@@ -351,8 +370,10 @@ def races(
     cap: int = CAP,
     fault_kinds: Sequence[tuple[str, ...]] = ((), (), ("crash",), ("pause",)),
     clocks: Sequence[bool] = (False, True),
+    threads: bool = False,
 ) -> Program:
-    """Draw a small race whose schedules number at most about cap (faults, clocks: the choices)."""
+    """Draw a small race whose schedules number at most about cap (faults, clocks: the choices;
+    threads: actors may have thread pool steps)."""
     keys = draw(st.integers(1, 3))
     clock = draw(st.sampled_from(clocks))
     faults = draw(st.sampled_from(fault_kinds))
@@ -365,7 +386,7 @@ def races(
             default=1,
         )
         counts.append(draw(st.integers(1, most)))
-    actors = tuple(draw(_actor(c, keys, caps)) for c in counts)
+    actors = tuple(draw(_actor(c, keys, caps, threads)) for c in counts)
     setup = tuple(draw(st.lists(_calls(keys, caps, SETUP), max_size=2, unique_by=lambda c: c.key)))
     clock_part = None
     if clock:
@@ -509,9 +530,13 @@ def fuzz(
     cap: int = CAP,
     checker: Callable[[Lab, Program], None] | None = None,
     workers: int = 1,
+    threads: bool = True,
 ) -> list[Program]:
     """Check races_wanted generated races on lab (with checker; default check, reduced against
-    exhaustive, that one in workers processes); return those checked (Disagreement if any)."""
+    exhaustive, that one in workers processes); return those checked (Disagreement if any).
+
+    threads: some actors make calls from a thread pool (sub-actors); an async twin has none.
+    """
     checker = checker or functools.partial(check, workers=workers)
     checked: list[Program] = []
 
@@ -522,7 +547,7 @@ def fuzz(
         database=None,
         suppress_health_check=list(HealthCheck),
     )
-    @given(races(capabilities(lab), cap))
+    @given(races(capabilities(lab), cap, threads=threads))
     def one(program: Program) -> None:
         checked.append(program)
         bar.update(len(checked))
