@@ -60,6 +60,7 @@ CANDIDATES = {
     "Sandbox": r"(?i:\bsandbox(ed)?\b)",
     "Schedule": r"(?i:\bschedules?\b)",
     "Script runaway": r"(?i:\brunaway\b)|\bBUSY\b|\bSCRIPT KILL\b",
+    "Sub-actor": r"(?i:\bsub-actors?\b)",
 }
 URL = re.compile(r"\]\([^)]*\)")
 LINK = re.compile(r"\]\((?:\.\./)?(?:docs/)?glossary\.md#([a-z0-9-]+)\)")
