@@ -129,3 +129,19 @@ def test_a_thread_that_loops_on_sleep_is_cut_by_the_spin_bound(lab: Lab) -> None
     assert every.total == 21  # A's one step before, between or after A1's 20
     assert {o.schedule.split().count("A1") for o in every.outcomes} == {20}
     assert all(o.results == {"A": True} for o in every.outcomes)  # a sub-actor's is apart
+
+
+def test_a_worker_left_idle_when_the_run_ends_is_stopped_without_a_word(
+    lab: Lab, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A pool never shut down leaves its worker waiting for work: the run ends it quietly."""
+    key, kept = lab.key("n"), []
+
+    def unclosed(client):
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        kept.append(pool)  # alive after the actor: its worker waits for more work
+        return pool.submit(client.incr, key).result()
+
+    trace = run_schedule(lab, {"A": unclosed}, "A1", watch=[key])
+    assert trace.results == {"A": 1}
+    assert [r.getMessage() for r in caplog.records if r.name == "concurrent.futures"] == []

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextvars
 import inspect
+import logging
 import signal
 import threading
 import time
@@ -81,6 +82,7 @@ def on_server(footprint: Footprint, server: str) -> Footprint:
 
 
 _CLEANUP = frozenset({"UNWATCH", "DISCARD", "RESET"})  # what a stopped actor's way out sends
+_POOL_LOG = logging.getLogger("concurrent.futures")  # a pool worker's "Exception in worker"
 
 
 class ScheduleError(RaceLabError, ValueError):
@@ -654,6 +656,21 @@ class Actors:
                 "lock, a queue, input()); an actor may only wait on its client's replies"
             )
 
+    def _stop(self, state: ActorState) -> None:
+        """Switch into a closing run's (or a crashed client's) actor so that it stops.
+
+        A thread pool's worker logs any exception that ends it ("Exception in worker", with a
+        traceback): being stopped is none of its errors, so that log is held while it stops.
+        """
+        if state.owner is None:
+            self.switch(state)
+            return
+        held, _POOL_LOG.disabled = _POOL_LOG.disabled, True
+        try:
+            self.switch(state)
+        finally:
+            _POOL_LOG.disabled = held
+
     def _never_started(self, state: ActorState) -> None:
         """End a sub-actor whose thread never ran (its run closed, or its actor crashed)."""
         state.result, state.done, state.aborted = UNFINISHED, True, True
@@ -696,7 +713,7 @@ class Actors:
                     if sub.glet is None:
                         self._never_started(sub)
                     else:
-                        self.switch(sub)
+                        self._stop(sub)
         else:
             with self._cond:
                 self._cond.notify_all()
@@ -714,7 +731,7 @@ class Actors:
             if state.owner is not None and state.glet is None and not state.done:
                 self._never_started(state)
             if state.glet is not None and not state.glet.dead:
-                self.switch(state)  # its park sees the run closing and stops it
+                self._stop(state)  # its park sees the run closing and stops it
             if state.thread is not None:
                 state.thread.join(min(STOP_WAIT_S, STEP_TIMEOUT_S))
                 if state.thread.is_alive():  # stuck outside Redis (spinning, waiting): stopped
