@@ -351,6 +351,7 @@ class Actors:
         self._greenlets = greenlets and greenlet is not None
         self._hub = greenlet.getcurrent() if self._greenlets else None
         self._by_glet: dict[Any, ActorState] = {}  # each greenlet -> the actor it runs
+        self._threaded = False  # some actor started a thread (a sub-actor): settle has work
         self._cond = threading.Condition()
         self._closing = False
         self._steady: bool | None = None  # WATCHDOG.steady(), asked at this run's first switch
@@ -396,7 +397,7 @@ class Actors:
 
     def sender(self, name: str) -> ActorState:
         """Return the state of who sends through name's client now: name, or its sub-actor."""
-        if self._greenlets:
+        if self._threaded:
             found = self._by_glet.get(greenlet.getcurrent())
             if found is not None and found.owner == name:
                 return found
@@ -450,6 +451,7 @@ class Actors:
         """
         owner = self.states[by.owner or by.name]
         owner.subs += 1
+        self._threaded = True
         name = f"{owner.name}{owner.subs}"
         state = ActorState(name, lambda _client: run(), None, owner.gate, EVERYTHING)
         state.owner, state.context, state.ended = owner.name, contextvars.copy_context(), ended
@@ -462,7 +464,7 @@ class Actors:
         This is part of the step that made it so: no round trip is sent meanwhile, so where in
         the step it happens makes no difference to Redis. Actors are visited in their order.
         """
-        while True:
+        while self._threaded:
             for state in self.states.values():
                 if state.done:
                     continue
