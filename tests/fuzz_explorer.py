@@ -321,6 +321,31 @@ def estimate(counts: Sequence[int], clock: bool, faults: Sequence[str]) -> int:
     return total
 
 
+def _units(steps: Sequence[Step]) -> list[int]:
+    """Return an actor's round trips as the schedule count sees them: its own in a row, then a 1
+    for each call a pool step makes at once (a sub-actor: it interleaves with everyone)."""
+    pools = sum(step.kind == "pool" for step in steps)
+    own = sum(step.round_trips for step in steps) - 2 * pools
+    return [n for n in (own, *[1] * (2 * pools)) if n]
+
+
+def _fitted(
+    actors: list[tuple[Step, ...]], clock: bool, faults: Sequence[str], cap: int
+) -> tuple[tuple[Step, ...], ...]:
+    """Return the actors, each pool step made two calls in a row while the schedules would
+    number over about cap (a pool's calls interleave with every other step)."""
+    while estimate([u for steps in actors for u in _units(steps)], clock, faults) > cap:
+        pooled = [i for i, steps in enumerate(actors) if any(s.kind == "pool" for s in steps)]
+        if not pooled:
+            break
+        i = pooled[-1]
+        j = max(k for k, s in enumerate(actors[i]) if s.kind == "pool")
+        pool = actors[i][j]
+        one, two = (Step("call", (call,)) for call in pool.calls)
+        actors[i] = (*actors[i][:j], one, two, *actors[i][j + 1 :])
+    return tuple(actors)
+
+
 def _calls(keys: int, caps: frozenset[str], names: Sequence[str]) -> st.SearchStrategy[Call]:
     usable = [n for n in names if not CALLS[n][1] or CALLS[n][1] in caps]
     return st.builds(
@@ -386,7 +411,7 @@ def races(
             default=1,
         )
         counts.append(draw(st.integers(1, most)))
-    actors = tuple(draw(_actor(c, keys, caps, threads)) for c in counts)
+    actors = _fitted([draw(_actor(c, keys, caps, threads)) for c in counts], clock, faults, cap)
     setup = tuple(draw(st.lists(_calls(keys, caps, SETUP), max_size=2, unique_by=lambda c: c.key)))
     clock_part = None
     if clock:
