@@ -12,7 +12,8 @@ server, so ``URL`` below is never dialled there.
 Then the case file: ``LOCKS`` and ``LIMITERS`` name each library's functions, its distribution
 and the keys it writes; ``lock_race(lab, library, story)`` is one of the notebook's three races
 (``"exclusion"``, ``"release"``, ``"lease"``) and ``verdict(race)`` its explored verdict, or the
-reason there is none. The notebook lists every function it runs (``show``). Versions are pinned
+reason there is none (``MORE_LOCKS`` and ``MORE_LIMITERS``: the notebook's optional
+part's libraries). The notebook lists every function it runs (``show``). Versions are pinned
 in pyproject.toml's ``cases`` extra: a verdict about a library names the version it was checked
 against.
 
@@ -25,7 +26,17 @@ do not go through redis-py: aioredis 1.x opens its own socket (``asyncio.open_co
 ends in ``ActorRefused`` (``Refusal.ASYNCIO``, "actor A's event loop was asked to open a
 connection to localhost:6379"), so an extra for it would add a second Redis client library to the
 learner's environment to print "refused". pottery's ``AIORedlock`` (redis.asyncio) is the
-asyncio lock explored here.
+asyncio lock explored here, and aiocache's ``RedLock`` (redis.asyncio) the asyncio stampede guard.
+
+Also left out, each for a reason read in its 2026 release:
+
+- huey 3.5.4 (a task queue): its queue key is ``huey.redis.<name>`` with every character but
+  letters, digits and ``_`` stripped from the name (``RedisStorage.clean_name``), so no name can
+  put it under the suite's prefix, which the client-side guard and the workshop's ACL require.
+- rq 2.12.0 (a job queue): every queue is registered in one global set, ``rq:queues``, a key
+  outside any run's prefix.
+- arq 0.28.0 and saq 0.26.4 (asyncio job queues) pin ``redis<6`` and (their ``redis`` extra)
+  ``redis<8``; sherlock 0.4.1 (locks) pins ``redis<5``. The suite's redis-py is 8.
 """
 
 from __future__ import annotations
@@ -37,16 +48,20 @@ from functools import partial
 from importlib.metadata import version
 from typing import Any
 
+import aiocache
+import aiocache.lock
 import greenlet  # type: ignore[import-untyped]  # greenlet ships no type information
 import limits
 import portalocker
 import pottery
+import pyrate_limiter
 import redis
 import redis.asyncio
 import redis_limiters
 import redis_lock
 import redis_rate_limit
 import redlock
+import walrus
 
 from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race, Refusal
 
@@ -141,6 +156,24 @@ def release_blind(lock: Any) -> str:
     return f"DEL -> {lock.redis.delete(lock.name)}"
 
 
+async def take_aiocache(client: redis.asyncio.Redis, name: str) -> Any:
+    """Enter aiocache's RedLock on name (key <name>-lock) as its docstring's ``async with`` does.
+
+    It never says "busy": a second taker waits for the holder's release (an asyncio.Event in the
+    taker's own process) at most the lease, then goes in anyway. Its docstring says so: "do NOT
+    use this if you need real resource exclusion". A stampede guard, not a mutex.
+    """
+    lock = aiocache.lock.RedLock(aiocache.Cache(aiocache.Cache.REDIS), name, lease=LEASE_S)
+    await lock.__aenter__()
+    return lock
+
+
+async def release_aiocache(lock: Any) -> str:
+    """Leave aiocache's RedLock (its __aexit__: a token-checked delete script, then wake waiters)."""
+    await lock.__aexit__(None, None, None)
+    return "exited"
+
+
 def take_portalocker(client: redis.Redis, name: str) -> Any:
     """Return portalocker's RedisLock on the channel name (a pub/sub subscription) if it got it."""
     lock = portalocker.RedisLock(name)
@@ -166,6 +199,58 @@ def hit_python_redis_rate_limit(client: redis.Redis, name: str) -> bool:
             return True
     except redis_rate_limit.TooManyRequests:
         return False
+
+
+def hit_walrus(client: redis.Redis, name: str) -> bool:
+    """Return whether walrus's RateLimit (LIMIT a minute) admits a request for user-1.
+
+    Its limit() counts the list of past requests (LLEN), decides in Python, then pushes the time
+    of this one (LPUSH): a read, then a write, in two round trips. Its key is <name>:user-1.
+    """
+    limiter = walrus.Database.from_url(URL).rate_limit(name, limit=LIMIT, per=60)
+    return not limiter.limit("user-1")  # limit() returns True when the request is limited
+
+
+def hit_walrus_lua(client: redis.Redis, name: str) -> bool:
+    """Return whether walrus's RateLimitLua (the same limiter in one script) admits a request."""
+    limiter = walrus.Database.from_url(URL).rate_limit_lua(name, limit=LIMIT, per=60)
+    return not limiter.limit("user-1")
+
+
+def walrus_two_clients(pool: Any, name: str) -> dict[str, bool]:
+    """Return whether walrus's RateLimit (1 a minute) admitted A and B, B sent inside A's request.
+
+    No explorer: two clients on pool, each with its own connection. A's client hands A its
+    count (LLEN) only after B's whole request has run, as a slow network or a paused process
+    would. Both read a count of 0, so both push, and the limit of 1 admits two.
+    """
+    b = walrus.Database(connection_pool=pool).rate_limit(name, limit=1, per=60)
+    admitted: dict[str, bool] = {}
+
+    class CountThenB(walrus.Database):
+        def llen(self, key: str) -> int:
+            count = super().llen(key)
+            if "B" not in admitted:  # B's request runs between A's count and A's push
+                admitted["B"] = not b.limit("user-1")
+            return count
+
+    admitted["A"] = not CountThenB(connection_pool=pool).rate_limit(name, 1, 60).limit("user-1")
+    return dict(sorted(admitted.items()))
+
+
+async def hit_pyrate_limiter(client: redis.asyncio.Redis, name: str) -> bool:
+    """Return whether pyrate-limiter's RedisBucket (asyncio client, LIMIT a minute) admits one.
+
+    Its README's async bucket: one script counts the window (ZCOUNT) and adds this request (ZADD).
+    The window's ends come from the application's clock, sent as arguments. Its key is <name>.
+    """
+    pool = redis.asyncio.ConnectionPool.from_url(URL)
+    rates = [pyrate_limiter.Rate(LIMIT, pyrate_limiter.Duration.MINUTE)]
+    bucket = await pyrate_limiter.RedisBucket.init(
+        rates, redis.asyncio.Redis(connection_pool=pool), name
+    )
+    limiter = pyrate_limiter.Limiter(bucket)
+    return await limiter.try_acquire_async("user-1", blocking=False)
 
 
 # --- semaphores: enter(client, name) -> the entered semaphore, or None when it did not get in --
@@ -235,7 +320,7 @@ class LimiterCase:
     """A rate limiter: its distribution, hit, and the key it counts in ({name} filled)."""
 
     distribution: str
-    hit: Callable[..., bool]  # (client, name)
+    hit: Callable[..., bool | Awaitable[bool]]  # (client, name); an asyncio limiter's is awaited
     key: str
 
 
@@ -277,6 +362,18 @@ LIMITERS = {
     "python-redis-rate-limit": LimiterCase(
         "python-redis-rate-limit", hit_python_redis_rate_limit, f"rate_limit:{{name}}_{CLIENT_IP}"
     ),
+}
+
+
+# Notebook 08's optional part: more case files. aiocache's RedLock is a stampede guard whose
+# docstring disclaims exclusion; walrus's RateLimit counts, then pushes (two round trips).
+MORE_LOCKS = {
+    "aiocache RedLock": LockCase("aiocache", take_aiocache, release_aiocache, ("{name}-lock",)),
+}
+MORE_LIMITERS = {
+    "walrus RateLimit": LimiterCase("walrus", hit_walrus, "{name}:user-1"),
+    "walrus RateLimitLua": LimiterCase("walrus", hit_walrus_lua, "{name}:user-1"),
+    "pyrate-limiter": LimiterCase("pyrate-limiter", hit_pyrate_limiter, "{name}"),
 }
 
 
@@ -478,7 +575,7 @@ def b_keeps_its_lock(key: str) -> Invariant:
 
 def lock_race(lab: Lab, library: str, story: str, release: Release | None = None) -> Race:
     """Return story 'exclusion', 'release' or 'lease' for a lock (release: another release)."""
-    case = LOCKS[library]
+    case = (LOCKS | MORE_LOCKS)[library]
     name, log, _ = names(lab)
     keys = [k.format(name=name) for k in case.keys]
     ends = release or case.release
@@ -505,7 +602,7 @@ def lock_race(lab: Lab, library: str, story: str, release: Release | None = None
 
 def limiter_race(lab: Lab, library: str, requests: str = "ABC") -> Race:
     """Return the race of one request per actor at a limiter (at most LIMIT admitted)."""
-    case = LIMITERS[library]
+    case = (LIMITERS | MORE_LIMITERS)[library]
     _, _, api = names(lab)
     actors = {n: partial(case.hit, name=api) for n in requests}
     admitted = Invariant(

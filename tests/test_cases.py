@@ -19,8 +19,10 @@ from functools import partial
 from importlib.metadata import version
 from pathlib import Path
 
+import aiocache.lock
 import pottery.redlock
 import pytest
+import walrus
 from packaging.requirements import Requirement
 
 import cases
@@ -34,6 +36,7 @@ EXPLORED += ["pottery AIORedlock"]
 THIRD_PARTY = {"redis", "greenlet", "limits", "portalocker", "pottery", "redis_lock"}
 THIRD_PARTY |= {"redis_rate_limit", "redlock", "redis_limiters"}
 THIRD_PARTY |= {"redis.asyncio"}  # redis-py's own asyncio client (pottery's AIORedlock)
+THIRD_PARTY |= {"walrus", "pyrate_limiter", "aiocache", "aiocache.lock"}  # the optional part's
 
 
 def test_cases_imports_only_the_libraries_redis_and_the_learner_surface() -> None:
@@ -53,6 +56,7 @@ def test_every_pinned_library_has_a_case_and_is_installed_at_its_pin() -> None:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = [Requirement(r) for r in project["optional-dependencies"]["cases"]]
     every = (*cases.LOCKS.values(), *cases.LIMITERS.values(), *cases.SEMAPHORES.values())
+    every += (*cases.MORE_LOCKS.values(), *cases.MORE_LIMITERS.values())
     named = {c.distribution for c in (*every, *cases.QUEUES.values())}
     assert {r.name for r in pins} == (named - {"redis"}) | {"portalocker"}
     for req in pins:
@@ -62,8 +66,9 @@ def test_every_pinned_library_has_a_case_and_is_installed_at_its_pin() -> None:
 
 def test_the_lock_keys_are_the_runs_own(lab: Lab) -> None:
     name, log, api = cases.names(lab)
-    keys = [k.format(name=name) for c in cases.LOCKS.values() for k in c.keys]
-    keys += [c.key.format(name=api) for c in cases.LIMITERS.values()]
+    locks = (cases.LOCKS | cases.MORE_LOCKS).values()
+    keys = [k.format(name=name) for c in locks for k in c.keys]
+    keys += [c.key.format(name=api) for c in (cases.LIMITERS | cases.MORE_LIMITERS).values()]
     slots, jobs = cases.more_names(lab)
     keys += [k.format(name=slots) for c in cases.SEMAPHORES.values() for k in c.keys]
     assert all(lab.ns.owns(k) for k in [*keys, log, jobs])
@@ -254,3 +259,55 @@ def test_the_stepper_plays_aioredlock_s_first_break_and_its_late_release_is_refu
         assert late.finished and late.broken_at == 5  # B's first RPUSH, while A is inside
         assert late.results["A"] == "refused (ReleaseUnlockedLock)"
         assert late.results["B"] == "released"
+
+
+# --- more case files: walrus, pyrate-limiter, aiocache (issue 35 item 5) ---------------------------
+
+
+def test_walrus_s_rate_limit_lets_three_in_at_a_limit_of_two_and_its_lua_twin_does_not(
+    lab: Lab,
+) -> None:
+    counts_then_pushes = cases.verdict(cases.limiter_race(lab, "walrus RateLimit"), reduce=True)
+    assert (counts_then_pushes.bad, counts_then_pushes.total) == (1224, 1884)
+    trace = cases.limiter_race(lab, "walrus RateLimit").run(counts_then_pushes.example)
+    assert trace.results == {"A": True, "B": True, "C": True}
+    assert [r.command.split()[0] for r in trace.rows if r.client == "B"] == [
+        "LLEN",
+        "LPUSH",
+        "PEXPIRE",
+    ]
+    one_script = cases.verdict(cases.limiter_race(lab, "walrus RateLimitLua"))
+    assert (one_script.bad, one_script.total) == (0, 6)
+
+
+def test_walrus_s_race_needs_no_explorer_two_clients_show_it(lab: Lab) -> None:
+    client, name = lab.client(), lab.key("walrus")
+    assert cases.walrus_two_clients(client.connection_pool, name) == {"A": True, "B": True}
+    assert client.llen(f"{name}:user-1") == 2  # both logged: a limit of 1 admitted two
+    client.delete(f"{name}:user-1")
+    limiter = walrus.Database(connection_pool=client.connection_pool).rate_limit(name, 1, 60)
+    assert [limiter.limit("user-1") for _ in "AB"] == [False, True]  # one after the other: B waits
+    client.delete(f"{name}:user-1")
+
+
+def test_pyrate_limiter_s_asyncio_bucket_holds_its_limit(lab: Lab) -> None:
+    race = cases.limiter_race(lab, "pyrate-limiter")
+    assert all(is_async_actor(actor) for actor in race.actors.values())
+    every = cases.verdict(race)
+    assert (every.bad, every.total) == (0, 90)
+    assert race.run("ABC", finish=True).results == {"A": True, "B": True, "C": False}
+
+
+def test_aiocache_s_redlock_lets_a_second_taker_in_as_its_docstring_warns(lab: Lab) -> None:
+    assert "do NOT use this if you need real resource exclusion" in " ".join(
+        aiocache.lock.RedLock.__doc__.split()
+    )
+    found = {
+        s: cases.case_file(lab, "aiocache RedLock", s) for s in ("exclusion", "release", "lease")
+    }
+    assert {s: (v.bad, v.total) for s, v in found.items()} == {
+        "exclusion": (36, 70), "release": (1, 6), "lease": (324, 630)
+    }  # fmt: skip
+    assert found["exclusion"].example == "AABBAABB"  # B's SET NX fails, and B goes in
+    trace = cases.lock_race(lab, "aiocache RedLock", "exclusion").run("AABB", finish=True)
+    assert [(r.client, r.reply) for r in trace.rows][2:4] == [("B", "nil"), ("B", "2")]
