@@ -8,11 +8,13 @@ waits until another step makes it true. On the embedded backend and on a real se
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 import threading
 import time
 
 import pytest
+import redis
 
 from helpers import Lab, explore, run_schedule
 from helpers.instruments.actors import CRASHED
@@ -145,3 +147,37 @@ def test_a_worker_left_idle_when_the_run_ends_is_stopped_without_a_word(
     trace = run_schedule(lab, {"A": unclosed}, "A1", watch=[key])
     assert trace.results == {"A": 1}
     assert [r.getMessage() for r in caplog.records if r.name == "concurrent.futures"] == []
+
+
+def test_an_async_actor_s_run_in_executor_is_a_sub_actor_as_a_sync_pool_s_worker_is(
+    lab: Lab,
+) -> None:
+    """asyncio's default executor is a thread pool: its worker is the async actor's A1."""
+    key = lab.key("n")
+
+    async def offloaded(client):
+        def read_then_write() -> int:  # a sync client of its own, as blocking code has
+            sync = redis.Redis.from_url("redis://localhost:6379/0", decode_responses=True)
+            value = int(sync.get(key) or 0)
+            sync.set(key, value + 1)
+            return value
+
+        return await asyncio.get_running_loop().run_in_executor(None, read_then_write)
+
+    def sync_twin(client):
+        def read_then_write() -> int:
+            value = int(client.get(key) or 0)
+            client.set(key, value + 1)
+            return value
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(read_then_write).result()
+
+    lost = run_schedule(lab, {"A": offloaded, "B": offloaded}, "A1 B1 A1 B1", watch=[key])
+    assert [r.client for r in lost.rows] == ["A1", "B1", "A1", "B1"]
+    assert lost.results == {"A": 0, "B": 0} and lab.client().get(key) == "1"
+    counts = {}
+    for name, actor in {"async": offloaded, "sync": sync_twin}.items():
+        every = explore(lab, {"A": actor, "B": actor}, lambda c, r: c.get(key) == "2", watch=[key])
+        counts[name] = (every.bad_count, every.total)
+    assert counts == {"async": (4, 6), "sync": (4, 6)}  # notebook 01's lost update: 4 of 6
