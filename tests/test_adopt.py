@@ -133,7 +133,7 @@ def test_a_cold_script_cache_explores_deterministically_with_the_warm_count(lab:
     assert trace.results == {"A": 1, "B": 2}
 
 
-# --- background threads: a round trip from a thread the actor started is refused, naming it ----
+# --- background threads: a thread the actor started is its sub-actor (A1) ------------------------
 
 
 def _renewing(key: str, seen: list, via_url: bool = False):
@@ -163,14 +163,20 @@ REFUSED = r"thread 'lease-renewer', which actor A started, sent (PEXPIRE lease 2
 
 
 @pytest.mark.parametrize("via_url", [False, True], ids=["its own client", "a client from a URL"])
-def test_a_thread_the_actor_starts_is_refused_by_the_stepper(lab: Lab, via_url: bool) -> None:
-    """The stepper runs each actor in a thread of its own and steps only that thread."""
+def test_a_thread_the_actor_starts_is_its_sub_actor_in_the_stepper(lab: Lab, via_url: bool) -> None:
+    """The stepper runs a forced schedule's greenlets: the renewer is A1, a step of its own."""
     key, seen = lab.key("lease"), []
     with Race(lab, {"A": _renewing(key, seen, via_url)}, watch=[key]).stepper() as stepper:
-        with pytest.raises(ActorRefused, match=REFUSED):
-            stepper.play("AA")
-    assert [type(x) for x in seen] == [ActorRefused, bool] and seen[1] is False
-    assert 0 < lab.client().pttl(key) <= 10_000  # the renewal never reached the server
+        stepper.step("A")
+        assert stepper.waiting == {"A": "(waits, with a timeout)", "A1": "PEXPIRE lease 20000"}
+        assert 0 < lab.client().pttl(key) <= 10_000  # not renewed yet: A1 has not been named
+        stepper.play("A A1 A")
+        assert [r.client for r in stepper.trace.rows] == ["A", "A1", "A"]
+        assert stepper.results == {"A": b"me" if via_url else "me"} and stepper.finished
+        stepper.play("AAA")  # A's letter stands for A1 while A waits for it
+        assert [r.client for r in stepper.trace.rows] == ["A", "A1", "A"]
+    assert set(seen) == {False}  # never refused; joined, it is no longer alive
+    assert 10_000 < lab.client().pttl(key) <= 20_000  # A1's renewal reached the server
 
 
 @pytest.mark.parametrize("via_url", [False, True], ids=["its own client", "a client from a URL"])

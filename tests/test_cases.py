@@ -311,3 +311,11 @@ def test_aiocache_s_redlock_lets_a_second_taker_in_as_its_docstring_warns(lab: L
     assert found["exclusion"].example == "AABBAABB"  # B's SET NX fails, and B goes in
     trace = cases.lock_race(lab, "aiocache RedLock", "exclusion").run("AABB", finish=True)
     assert [(r.client, r.reply) for r in trace.rows][2:4] == [("B", "nil"), ("B", "2")]
+
+
+def test_pottery_s_first_lease_break_steps_in_the_stepper_its_workers_named(lab: Lab) -> None:
+    race = cases.lock_race(lab, "pottery Redlock", "lease")
+    with race.stepper() as stepper:
+        stepper.play("A1 A T B1 B A B A2 B2")  # the explorer's first breaking schedule
+        assert [r.client for r in stepper.trace.rows][:4] == ["A1", "A", "T", "B1"]
+        assert stepper.invariant_holds is False and stepper.finished

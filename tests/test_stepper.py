@@ -7,6 +7,7 @@ A, T, B, A; two get-or-puts of one text hand out two ids; the fixes stay green o
 
 from __future__ import annotations
 
+import threading
 from functools import partial
 
 import ipywidgets
@@ -577,3 +578,19 @@ def test_a_closed_stepper_says_so_and_reset_starts_it_again(lab: Lab) -> None:
         )  # the last picture stays
         view.reset_button.click()
         assert stepper.steps == [] and not view.buttons["A"].disabled and view.error.value == ""
+
+
+def test_steps_asked_from_any_thread_run_on_the_stepper_s_own(lab: Lab) -> None:
+    """A widget's clicks may come from several threads (ipykernel 7's subshells): the actors
+    are greenlets of one thread, so each step is handed to it; the clicks still add up."""
+    key = lab.key("n")
+    stepper = Stepper(lab, {"A": lambda c: [c.incr(key), c.incr(key)]}, watch=[key])
+    elsewhere = threading.Thread(target=stepper.step, args=("A",))
+    elsewhere.start()
+    elsewhere.join()
+    stepper.step("A")  # this thread, the next step of the same run
+    assert stepper.results == {"A": [1, 2]} and [r.client for r in stepper.trace.rows] == ["A"] * 2
+    closing = threading.Thread(target=stepper.close)
+    closing.start()
+    closing.join()
+    assert lab.client().get(key) == "2"

@@ -5,7 +5,7 @@ the actor gets there. Each actor's client is gated (``Gate``): a round trip firs
 it (only the actor's own thread or greenlet may), then parks until the run grants that actor a
 step. With greenlets (the explorer's runner) a step is a switch of the calling thread, watched by
 ``WATCHDOG`` so that an actor waiting for something other than Redis cannot hang the search;
-with threads (the stepper, forced schedules) it is two hand-offs under one condition.
+with threads (the runner where greenlet is missing) it is two hand-offs under one condition.
 
 An actor that is a coroutine function (``async def``) runs on an event loop of its own inside its
 thread or greenlet, given the asyncio view of its gated client (``helpers.instruments.aio``); a

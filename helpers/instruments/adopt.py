@@ -42,7 +42,7 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
   timeout, until the run lets it time out once nothing else can run (counted as a sleep).
 * **Other threads may not talk to Redis.** A round trip from a thread that is not an actor's
   own nor its sub-actor (a thread started before the run, or one an actor started under the
-  stepper's threads) is refused with ``ActorRefused`` naming that thread: on the actor's gated
+  thread runner, where greenlet is missing) is refused with ``ActorRefused`` naming that thread: on the actor's gated
   client (``check_sender``) or any other client (a thread an actor started is remembered:
   ``started_by``). It is never parked under the actor's letter, where its reply would be taken
   for the actor's. The race raises the refusal too, at its next step (``ActorContext.refused``).
@@ -213,8 +213,8 @@ def _refuse(actor: str, refused: list[ActorRefused], sent: str) -> ActorRefused:
     exc = ActorRefused(
         f"{sent}: a schedule steps only an actor's own thread, so the round trip is refused "
         f"(parked under {actor}'s letter, its reply would be taken for {actor}'s). A thread an "
-        "actor's call starts is stepped as its sub-actor (A1, ...) by explore() and forced "
-        "schedules, not by the stepper; otherwise make its work an actor of its own",
+        "actor's call starts is stepped as its sub-actor (A1, ...) by explore(), forced "
+        "schedules and the stepper; any other thread's work must be an actor of its own",
         reason=Refusal.THREAD,
     )
     refused.append(exc)

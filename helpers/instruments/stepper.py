@@ -48,15 +48,20 @@ The explorer resets the same keys, so the stepper then replays its steps to put 
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextvars
 import html
+import threading
 import weakref
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from helpers.errors import RaceLabError
 from helpers.instruments.explore import Exploration, explore
 from helpers.instruments.invariant import Check, Invariant
 from helpers.instruments.schedule import (
+    FORCED_RUNNER,
     Actor,
     Clock,
     ScheduleError,
@@ -84,10 +89,41 @@ class InvariantError(RaceLabError, RuntimeError):
     """The invariant raised instead of returning True or False (the step itself did run)."""
 
 
-def _close_run(holder: list[ScheduleRun]) -> None:
-    """Close the run in holder, if any (also called when a Stepper is garbage-collected)."""
+class _Home:
+    """The one thread a stepper's runs live on, whichever thread asks for a step.
+
+    Its actors run as a forced schedule's do, as greenlets (so that the threads an actor starts
+    are its sub-actors, A1, A2), and a greenlet can only be switched into from the thread that
+    made it. A widget's clicks do not all arrive on one thread: ipykernel 7 hands some comm
+    messages to a subshell's thread. So every start, step and close of a run is done here, with
+    the caller's context variables.
+    """
+
+    def __init__(self) -> None:
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="racelab-stepper")
+        self._thread: threading.Thread | None = None
+
+    def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Return fn(*args), called on this home's thread (at once when already there)."""
+        if threading.current_thread() is self._thread:
+            return fn(*args)
+        return self._pool.submit(self._enter, contextvars.copy_context(), fn, args).result()
+
+    def _enter(self, context: contextvars.Context, fn: Callable[..., Any], args: Any) -> Any:
+        self._thread = threading.current_thread()
+        return context.run(fn, *args)
+
+    def leave(self) -> None:
+        """Let the thread go once its queue is done (the stepper is gone)."""
+        self._pool.shutdown(wait=False)
+
+
+def _close_run(holder: list[ScheduleRun], home: _Home, last: bool = False) -> None:
+    """Close the run in holder, if any, on its home thread (last: the Stepper was collected)."""
     while holder:
-        holder.pop().close()
+        home.call(holder.pop().close)
+    if last:
+        home.leave()
 
 
 def _strategy_label(actors: Mapping[str, Actor]) -> str:
@@ -149,15 +185,16 @@ class Stepper:
         self.invariant, self.final_only = invariant, final_only
         self.invariant_text = _describe_invariant(invariant)
         self._holder: list[ScheduleRun] = []
-        self._finalizer = weakref.finalize(self, _close_run, self._holder)
-        self._finalizer.atexit = False  # actor threads are daemons: nothing to do at exit
+        self._home = _Home()  # the thread its runs' greenlets live on
+        self._finalizer = weakref.finalize(self, _close_run, self._holder, self._home, True)
+        self._finalizer.atexit = False  # nothing to do at exit: the interpreter is going
         self._verdicts: list[bool | None] = []
         self._explored: Exploration | None = None
         self._view: _StepperView | None = None
         try:
             self._start()
         except BaseException:  # e.g. the invariant raised after setup: stop the actors started
-            _close_run(self._holder)
+            _close_run(self._holder, self._home)
             raise
 
     # --- the run -----------------------------------------------------------------------------
@@ -170,19 +207,17 @@ class Stepper:
 
     def _start(self) -> None:
         """Close the current run, if any, and start a new one from setup (step 0 judged)."""
-        _close_run(self._holder)
+        _close_run(self._holder, self._home)
         self._verdicts, self._explored = [], None
-        self._holder.append(
-            ScheduleRun(
-                RaceSpec(
-                    self.lab,
-                    self.actors,
-                    self.setup,
-                    tuple(self.watch),
-                    None if self.reset_keys is None else tuple(self.reset_keys),
-                )
-            )
+        spec = RaceSpec(
+            self.lab,
+            self.actors,
+            self.setup,
+            tuple(self.watch),
+            None if self.reset_keys is None else tuple(self.reset_keys),
         )
+        # as a forced schedule does: the threads an actor starts are its sub-actors
+        self._holder.append(self._home.call(partial(ScheduleRun, spec, runner=FORCED_RUNNER)))
         self._judge()
 
     def _judge(self) -> None:
@@ -222,7 +257,7 @@ class Stepper:
     def step(self, name: str) -> TraceRow:
         """Let actor name send its next round trip (and run up to the one after); return its row."""
         try:
-            row = self._run.step(name)
+            row = self._home.call(self._run.step, name)
             self._explored = None
             self._judge()
         finally:
@@ -259,7 +294,7 @@ class Stepper:
 
     def close(self) -> None:
         """Stop the actors (their connections are closed); the widget stays, its Reset starts again."""
-        _close_run(self._holder)
+        _close_run(self._holder, self._home)
         self._changed()
 
     def __enter__(self) -> Stepper:
@@ -355,7 +390,9 @@ class Stepper:
                 "explore_from_here needs an invariant: Stepper(..., invariant=fn(client, results))"
             )
         prefix, before = self.steps, str(self.trace)
-        _close_run(self._holder)  # the explorer resets the same keys: this run is replayed after
+        _close_run(
+            self._holder, self._home
+        )  # the explorer resets the same keys: this run is replayed after
         try:
             everything = explore(
                 self.lab,
@@ -383,7 +420,7 @@ class Stepper:
     def _replay(self, prefix: Sequence[str]) -> None:
         self._start()
         for name in prefix:
-            self._run.step(name)
+            self._home.call(self._run.step, name)
             self._judge()
 
     def _explored_lines(self) -> list[str]:
