@@ -42,10 +42,11 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
   timeout, until the run lets it time out once nothing else can run (counted as a sleep).
 * **Other threads may not talk to Redis.** A round trip from a thread that is not an actor's
   own nor its sub-actor (a thread started before the run, or one an actor started under the
-  thread runner, where greenlet is missing) is refused with ``ActorRefused`` naming that thread: on the actor's gated
-  client (``check_sender``) or any other client (a thread an actor started is remembered:
-  ``started_by``). It is never parked under the actor's letter, where its reply would be taken
-  for the actor's. The race raises the refusal too, at its next step (``ActorContext.refused``).
+  thread runner, where greenlet is missing) is refused with ``ActorRefused`` naming that
+  thread: on the actor's gated client (``check_sender``) or any other client (a thread an
+  actor started is remembered: ``started_by``). It is never parked under the actor's letter,
+  where its reply would be taken for the actor's. The race raises the refusal too, at its next
+  step (``ActorContext.refused``).
 
 Every refusal says why in a closed set (``ActorRefused.reason``, a ``Refusal``), so that a caller
 need not read its message.

@@ -390,9 +390,8 @@ class Stepper:
                 "explore_from_here needs an invariant: Stepper(..., invariant=fn(client, results))"
             )
         prefix, before = self.steps, str(self.trace)
-        _close_run(
-            self._holder, self._home
-        )  # the explorer resets the same keys: this run is replayed after
+        # the explorer resets the same keys: this run is replayed after
+        _close_run(self._holder, self._home)
         try:
             everything = explore(
                 self.lab,
