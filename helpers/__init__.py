@@ -13,7 +13,7 @@ What a learner imports comes from here, e.g. ``from helpers import Race, connect
   unadoptable); ``SPUN``: the result of an actor whose retry loop its spin bound cut;
 * ``NoVerdict``: an exploration in which every actor raised or did not finish, in every schedule:
   the invariant judged nothing, so there is no count to give;
-* ``run_schedule``, ``explore``, ``Stepper``, ``lease_expires``, ``run_clients``: the instruments
+* ``run_schedule``, ``explore``, ``Stepper``, ``lease_expires``, ``time_passes``, ``run_clients``: the instruments
   a ``Race`` calls, for notebooks that use one of them alone;
 * ``plot_timeline``, ``cost_vs_size`` and the other plots; ``lease_span``, ``hold_spans``: the spans it shades
   (``RunResult.overlaps`` finds two clients holding one at once);
@@ -39,7 +39,7 @@ from helpers.instruments.plots import cost_vs_size, plot_timeline
 from helpers.instruments.reference import relative_cost
 from helpers.instruments.rtt import rtt_sweep
 from helpers.instruments.scenario import Race
-from helpers.instruments.schedule import ScheduleRun, lease_expires, run_schedule
+from helpers.instruments.schedule import ScheduleRun, lease_expires, run_schedule, time_passes
 from helpers.instruments.stepper import Stepper
 from helpers.instruments.work import count_work
 
@@ -60,6 +60,7 @@ __all__ = [
     "explore",
     "hold_spans",
     "lease_expires",
+    "time_passes",
     "lease_span",
     "lua",
     "cost_vs_size",

@@ -3,8 +3,10 @@
 Hypothesis draws small races (``races()``): 2-3 actors of 1-5 round trips each over 1-3 keys
 (GET, SET with NX/PX/IFEQ, DEL, DELEX, INCR, EXPIRE, HSETNX, HGETALL, RPUSH, BLPOP with a
 timeout, two short scripts, MULTI/EXEC and WATCH/GET/MULTI/EXEC), steps that branch on an earlier
-reply or stop on it, a setup, sometimes a clock actor (``Race.lease_expires``) and a fault
-(crash or pause), and an invariant of the final state and the results. Each race is Python
+reply or stop on it, sleeps and reads of the time between round trips (the run's logical clock,
+which a sleep moves), a setup, sometimes a clock actor (``Race.lease_expires``, or
+``Race.time_passes``, which moves the actors' clock) and a fault (crash or pause), and an
+invariant of the final state and the results. Each race is Python
 source (``Program.source``): the actors are ordinary functions of a redis-py client, compiled
 from that text, so a disagreement prints exactly what ran, runnable as it stands.
 
@@ -93,7 +95,7 @@ class Call:
 class Step:
     """One statement of an actor: a call, a transaction, a branch on a reply, or a stop."""
 
-    kind: str  # "call", "multi", "watch", "if", "stop", "pool"
+    kind: str  # "call", "multi", "watch", "if", "stop", "pool", "sleep", "now" (reads the time)
     calls: tuple[Call, ...] = ()  # call: 1; multi: 1-2 queued; watch: the queued one; if, pool: 2
     ref: int = 0  # if/stop: which earlier reply (0 = the first)
     condition: str = CONDITIONS[0]
@@ -102,12 +104,13 @@ class Step:
     @property
     def round_trips(self) -> int:
         """Return how many round trips the step makes (a stop makes none)."""
-        return {"call": 1, "multi": 1, "watch": 3, "if": 1, "stop": 0, "pool": 2}[self.kind]
+        trips = {"call": 1, "multi": 1, "watch": 3, "if": 1, "pool": 2}
+        return trips.get(self.kind, 0)
 
     @property
     def replies(self) -> int:
         """Return how many reply variables the step assigns."""
-        return {"watch": 2, "stop": 0}.get(self.kind, 1)
+        return {"watch": 2, "stop": 0, "sleep": 0}.get(self.kind, 1)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ class Program:
     actors: tuple[tuple[Step, ...], ...]
     setup: tuple[Call, ...] = ()
     clock: tuple[int, str] | None = None  # (key, value or "") of a lease_expires actor "T"
+    passes: bool = False  # "T" is instead time_passes(1, [the clock's key])
     faults: tuple[str, ...] = ()
     invariant: tuple[Any, ...] = ("digest", 2)
     names: tuple[str, ...] = field(default=("A", "B", "C"), repr=False)
@@ -160,8 +164,13 @@ def _actor_lines(name: str, steps: Sequence[Step], aio: bool = False) -> list[st
             cond = step.condition.format(r=ref, v=repr(step.v))
             lines += [f"        if {cond}:", f"            return ('stopped', {', '.join(made)},)"]
             continue
+        if step.kind == "sleep":  # the actor's clock moves; the others see it from its next step
+            lines.append(f"        {wait}{'asyncio' if aio else 'time'}.sleep(1)")
+            continue
         reply = f"r{len(made) + 1}"
-        if step.kind == "call":
+        if step.kind == "now":
+            lines.append(f"        {reply} = int(time.time()) % 100")
+        elif step.kind == "call":
             lines.append(f"        {reply} = {step.calls[0].text(aio=aio)}")
         elif step.kind == "if":
             ref = made[min(step.ref, len(made) - 1)]
@@ -234,12 +243,15 @@ def render(program: Program, aio: bool = False) -> str:
     aio, its actors are async def of a redis.asyncio client (the scripts are AsyncScripts)."""
     keys = [f"k{i}" for i in range(program.keys)]
     used = {c.name for steps in program.actors for s in steps for c in s.calls}
+    kinds = {s.kind for steps in program.actors for s in steps}
     kind, *args = program.invariant
     says, check = INVARIANTS[kind]
     lines = [
         '"""A race the explorer fuzzer generated: reduced and exhaustive search must agree."""',
         "",
+        *(["import asyncio"] if aio and "sleep" in kinds else []),
         *(["import concurrent.futures"] if _pools(program) else []),
+        *(["import time"] if kinds & {"sleep", "now"} else []),
         "import zlib",
         "",
         "import redis",
@@ -284,7 +296,10 @@ def render(program: Program, aio: bool = False) -> str:
     if program.clock is not None:
         key, value = program.clock
         extra = f", value={value!r}" if value else ""
-        actors.append(f"'T': Race.lease_expires(k{key}{extra})")
+        if program.passes:
+            actors.append(f"'T': Race.time_passes(1, [k{key}])")
+        else:
+            actors.append(f"'T': Race.lease_expires(k{key}{extra})")
     lines += [
         f"    actors = {{{', '.join(actors)}}}",
         f"    return Race(lab, actors, setup, watch=[{', '.join(keys)}], invariant=invariant)",
@@ -370,6 +385,7 @@ def _actor(
         kinds = ["call", "call", "multi"] + (["if", "if", "stop"] if replies else [])
         kinds += ["watch"] if left >= 3 else []
         kinds += ["pool"] if threads and left >= 2 else []
+        kinds += ["sleep", "now"] if not steps or steps[-1].kind not in ("sleep", "now") else []
         kind = draw(st.sampled_from(kinds))
         ref = draw(st.integers(0, max(replies - 1, 0)))
         condition, v = draw(st.sampled_from(CONDITIONS)), draw(st.sampled_from(VALUES))
@@ -379,12 +395,14 @@ def _actor(
             calls = tuple(draw(st.lists(_calls(keys, caps, QUEUED), min_size=1, max_size=2)))
         elif kind == "watch":
             calls = (draw(_calls(keys, caps, QUEUED)),)
-        else:
+        else:  # stop, sleep, now
             calls = ()
         step = Step(kind, calls, ref, condition, v)
         steps.append(step)
         left -= step.round_trips
         replies += step.replies
+    if draw(st.integers(0, 3)) == 0:  # the time, read after the last reply
+        steps.append(Step("now"))
     return tuple(steps)
 
 
@@ -413,9 +431,12 @@ def races(
         counts.append(draw(st.integers(1, most)))
     actors = _fitted([draw(_actor(c, keys, caps, threads)) for c in counts], clock, faults, cap)
     setup = tuple(draw(st.lists(_calls(keys, caps, SETUP), max_size=2, unique_by=lambda c: c.key)))
-    clock_part = None
+    clock_part, passes = None, False
     if clock:
         clock_part = (draw(st.integers(0, keys - 1)), draw(st.sampled_from(("", *VALUES))))
+        passes = draw(st.booleans())
+        if passes:
+            clock_part = (clock_part[0], "")
     key = draw(st.integers(0, keys - 1))
     invariant = draw(
         st.sampled_from(
@@ -428,7 +449,7 @@ def races(
             ]
         )
     )
-    return Program(keys, actors, setup, clock_part, faults, invariant)
+    return Program(keys, actors, setup, clock_part, passes, faults, invariant)
 
 
 def capabilities(lab: Lab) -> frozenset[str]:

@@ -78,6 +78,7 @@ def test_an_async_twin_that_answers_otherwise_is_a_disagreement(lab: Lab, monkey
 def _all_parts(lab: Lab) -> set[str]:
     usable = {n for n, (_, cap) in CALLS.items() if not cap or cap in capabilities(lab)}
     parts = {"if", "stop", "multi", "watch", "pool", "crash", "pause", "clock", "3 actors"}
+    parts |= {"sleep", "now", "time passes"}
     return usable | parts
 
 
@@ -87,6 +88,7 @@ def _parts(programs: list[Program]) -> set[str]:
         steps: list[Step] = [s for actor in p.actors for s in actor]
         found |= {c.name for s in steps for c in s.calls} | {s.kind for s in steps}
         found |= set(p.faults) | ({"clock"} if p.clock else set())
+        found |= {"time passes"} if p.passes else set()
         found |= {"3 actors"} if len(p.actors) == 3 else set()
     return found
 

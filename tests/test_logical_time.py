@@ -17,7 +17,7 @@ from time import time as imported_time  # the C-level patch covers this one
 
 import pytest
 
-from helpers import Lab, explore, lease_expires, run_clients, run_schedule
+from helpers import Lab, explore, lease_expires, run_clients, run_schedule, time_passes
 from helpers.instruments import actors as actor_side
 from helpers.instruments import logical_time
 from helpers.instruments.logical_time import EPOCH, MONOTONIC_START_NS
@@ -71,21 +71,49 @@ def test_an_actor_reads_the_runs_clock_and_a_sleep_moves_it_at_once(lab: Lab) ->
     _expect_logical(*found.outcomes[0].results["A"])  # explore: actors as greenlets
 
 
-def test_every_run_starts_at_the_same_instant_and_actors_share_its_clock(lab: Lab) -> None:
+def test_every_run_starts_at_the_same_instant_and_a_sleep_shows_from_the_sleepers_next_step(
+    lab: Lab,
+) -> None:
     key = lab.key("n")
 
     def actor(client):
         client.incr(key)
         seen = time.time()
-        time.sleep(1)  # moves the run's clock, for every actor in it
+        time.sleep(1)  # the sleeper's own clock moves now; the run's at its next step
         client.incr(key)
         return seen - START
 
     found = explore(lab, {"A": actor, "B": actor}, lambda c, r: True, watch=[key], reduce=False)
     assert found.total == 6
-    for o in found.outcomes:  # the first to take a step reads the start, the other a second on
+    for o in found.outcomes:  # the second actor reads a second on only after both first's steps
         first, second = o.schedule[0], "B" if o.schedule[0] == "A" else "A"
-        assert o.results == {first: 0.0, second: 1.0}, o.schedule
+        later = o.schedule.startswith(first * 2)
+        assert o.results == {first: 0.0, second: 1.0 if later else 0.0}, o.schedule
+    reduced = explore(lab, {"A": actor, "B": actor}, lambda c, r: True, watch=[key])
+    assert reduced.returned() == found.returned()
+
+
+def test_the_reduction_orders_a_sleep_against_another_actors_time_reads(lab: Lab) -> None:
+    """A step that brings the run's clock up to a sleep conflicts with every step that may read
+    it, though they touch no key in common: found by comparing with the exhaustive search."""
+    k1, k2 = lab.key("k1"), lab.key("k2")
+
+    def sleeper(client):
+        client.set(k1, 1)
+        time.sleep(5)
+        client.set(k1, 2)
+
+    def reader(client):
+        client.get(k2)  # another key: no conflict but the clock's
+        return time.time() - START
+
+    race = {"A": sleeper, "B": reader}
+    late = lambda c, r: r["B"] < 5  # noqa: E731 - B read before A's sleep showed
+    every = explore(lab, race, late, watch=[k1, k2], reduce=False)
+    reduced = explore(lab, race, late, watch=[k1, k2])
+    assert (every.total, every.bad_count) == (3, 1)  # only "AAB": A's second step first
+    assert every.bad == ["AAB"]
+    assert (reduced.total, reduced.bad_count, reduced.bad) == (3, 1, ["AAB"])
 
 
 def stamped_limiter(client, key: str, me: str, limit: int = 1, window_s: float = 1.0) -> bool:
@@ -134,6 +162,46 @@ def test_a_clock_step_ends_the_ttl_and_leaves_the_actors_clock_alone(lab: Lab) -
     assert trace.results["A"] == (None, 0.0)  # the lease ran out; the clock did not move
 
 
+def test_time_passing_moves_the_actors_clock_and_the_ttls_it_names(lab: Lab) -> None:
+    short, long, plain = lab.key("short"), lab.key("long"), lab.key("plain")
+
+    def reader(client):
+        client.set(short, 1, px=30_000)
+        client.set(long, 1, px=100_000)
+        client.set(plain, 1)
+        before = time.time() - START
+        ttl = client.pttl(long)  # the clock step comes before this round trip, so the read
+        # after its reply (part of its step) is 40 s on
+        return before, time.time() - START, ttl, client.exists(short, plain)
+
+    race = {"A": reader, "T": time_passes(40, [short, long, plain])}
+    trace = run_schedule(lab, race, "AAATAA", watch=[short, long, plain])
+    before, after, ttl, left = trace.results["A"]
+    assert (before, after) == (0.0, 40.0)
+    assert 59_000 < ttl <= 60_000  # 100 s less the 40 that passed
+    assert left == 1  # the 30 s TTL ran out; the key without one stays
+    assert trace.results["T"] == "40 s passed, 1 TTL(s) ran out"
+
+
+def test_time_passing_is_ordered_against_every_time_read_and_refuses_nonsense(lab: Lab) -> None:
+    key = lab.key("k")
+
+    def reader(client):
+        client.get(key)
+        return time.time() - START
+
+    race = {"A": reader, "B": reader, "T": time_passes(5)}
+    every = explore(lab, race, lambda c, r: True, watch=[key], reduce=False)
+    reduced = explore(lab, race, lambda c, r: True, watch=[key])
+    assert reduced.returned() == every.returned()
+    assert every.returned()["A"] == {"0.0": 3, "5.0": 3}  # T before A's step or after it
+    for bad in (0, -1, float("nan"), True, "5"):
+        with pytest.raises(ValueError, match="seconds must be a number > 0"):
+            time_passes(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="list of keys"):
+        time_passes(1, key)
+
+
 # --- what keeps wall time ----------------------------------------------------------------------
 
 
@@ -175,7 +243,7 @@ def test_outside_the_actors_time_is_the_walls_during_a_race(lab: Lab) -> None:
         stop.set()
         sampler.join()
     wall_end, mono_end = time.time(), time.monotonic()
-    assert found.total == 20  # each actor slept 3 s of the run's shared clock, the other 0 to 3
+    assert found.total == 20  # each actor slept 3 s, and saw 0 to 3 s of the other's sleeps
     assert all(START + 3 <= r <= START + 6 for o in found.outcomes for r in o.results.values())
     assert len(seen) > 2 * found.total  # setup and invariant in each schedule, and the sampler
     for sample_ in seen:

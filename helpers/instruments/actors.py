@@ -52,7 +52,9 @@ from helpers.instruments.adopt import (
 from helpers.instruments.deadline import raise_in
 from helpers.instruments.footprint import (
     EVERYTHING,
+    MOVES_CLOCK,
     NOTHING,
+    READS_CLOCK,
     Footprint,
     KeyTable,
     Transactions,
@@ -279,6 +281,7 @@ class ActorState:
         self.glet: Any = None  # the greenlet it runs in (runner="greenlet")
         self.slot = aio.LoopSlot()  # asyncio's per-thread state while its greenlet is out
         self.footprint = footprint  # of its next step (a clock's is known; a client's when parked)
+        self.clock: logical_time.ActorClock | None = None  # what it reads as the time (a client)
         self.transactions = Transactions()  # its open WATCH and MULTI, for footprints
         self.call: blocking.Call | None = None  # its next round trip, when that is a blocking call
         self.instead: list[Command] | None = None  # what to send instead of its next round trip
@@ -361,6 +364,7 @@ class Actors:
     def start(self, state: ActorState) -> None:
         assert state.gate is not None  # only gated actors are started
         state.gate.run = self
+        state.clock = logical_time.ActorClock(self.clock)
         if self._greenlets:
             state.glet = greenlet.greenlet(self._body)
             self._by_glet[state.glet] = state
@@ -419,7 +423,8 @@ class Actors:
             if state.owner is not None:  # a sub-actor: in its owner's context already
                 result: Any = state.fn(None)
             else:
-                with actor_running(context), logical_time.reading(self.clock):
+                assert state.clock is not None  # set by start
+                with actor_running(context), logical_time.reading(state.clock):
                     result = _call(state)
         except Aborted:
             result = UNFINISHED
@@ -455,6 +460,8 @@ class Actors:
         name = f"{owner.name}{owner.subs}"
         state = ActorState(name, lambda _client: run(), None, owner.gate, EVERYTHING)
         state.owner, state.context, state.ended = owner.name, contextvars.copy_context(), ended
+        state.clock = logical_time.ActorClock(self.clock)  # its sleeps are its own, as a thread's
+        state.context.run(logical_time.use, state.clock)
         self.states[name] = state
         return name
 
@@ -497,7 +504,9 @@ class Actors:
             return True
         if timeout_s is not None and timeout_s <= 0:
             return False
-        deadline = None if timeout_s is None else self.clock.monotonic_ns() + round(timeout_s * 1e9)
+        assert state.clock is not None  # every started actor has one
+        now = state.clock.monotonic_ns()
+        deadline = None if timeout_s is None else now + round(timeout_s * 1e9)
         state.wait = wait = Wait(ready, deadline)
         state.footprint = NOTHING  # waiting touches no key (a timeout's step: EVERYTHING)
         _end_step(state)
@@ -558,6 +567,8 @@ class Actors:
             state.footprint = on_server(
                 state.transactions.footprint(self._keys, commands), state.server
             )
+            assert state.clock is not None  # every started actor has one
+            state.footprint |= MOVES_CLOCK if state.clock.moves else READS_CLOCK
             if state.woken:
                 state.footprint, state.woken = EVERYTHING, False
         if self._greenlets:
@@ -693,6 +704,8 @@ class Actors:
 
     def resume(self, state: ActorState) -> None:
         """Let a parked actor send its round trip and run until it parks again (or ends)."""
+        if state.clock is not None:  # its round trip comes after its sleeps ended
+            state.clock.settle()
         if self._greenlets:
             state.parked = False
             self.switch(state)  # the actor sends, reads the reply, runs to its next one

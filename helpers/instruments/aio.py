@@ -35,7 +35,7 @@ import redis.asyncio
 import redis.asyncio.client
 import redis.client
 
-from helpers.instruments.logical_time import LogicalClock
+from helpers.instruments.logical_time import Reader
 
 _NS = 1_000_000_000
 _IDLE_SLICE_S = 0.05  # an idle loop with no timer checks this often for a stop
@@ -185,7 +185,7 @@ class LabLoop(asyncio.BaseEventLoop):
 
     def __init__(
         self,
-        clock: LogicalClock,
+        clock: Reader,
         wait: Callable[[float], None],
         refuse: Callable[[str], BaseException],
     ) -> None:
@@ -194,7 +194,7 @@ class LabLoop(asyncio.BaseEventLoop):
         self._woken = threading.Event()
         self._selector = self  # what BaseEventLoop._run_once waits on: select() below
         self.stopping_early = False  # cleaning up after an actor stopped: no time passes
-        # A step's "duration" is the other actors' sleeps (one shared clock), never slowness:
+        # A step's "duration" is the other actors' sleeps (the run's clock), never slowness:
         # asyncio's debug mode must not report it as a slow callback.
         self.slow_callback_duration = float("inf")
 

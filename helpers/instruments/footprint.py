@@ -14,6 +14,9 @@ any other reads them; a script or Function writes its KEYS unless called as ``_R
 without keys touches nothing when it is a connection or transaction command (``PING``, ``MULTI``,
 ``EXEC``); any other keyless command (``SCRIPT LOAD``, ``FLUSHALL``, ``KEYS``, ``TIME``) conflicts
 with everything, and so does a command the table does not know.
+
+The run's logical clock counts as one more key, ``CLOCK`` (``helpers.instruments.logical_time``
+says who reads and who writes it).
 """
 
 from __future__ import annotations
@@ -72,6 +75,13 @@ class Footprint:
 
 NOTHING = Footprint()
 EVERYTHING = Footprint(everything=True)
+# The run's logical clock, as if it were a key: every step of a client may read it (its code
+# after the reply reads the time, or not: known only once it ran, so every step counts as a
+# read), and a step that brings the run's clock up to an actor's sleep, or a clock step that
+# moves it, writes it (``helpers.instruments.logical_time``). No key of Redis has this name.
+CLOCK = b"(the run's clock)"
+READS_CLOCK = Footprint(frozenset({CLOCK}))
+MOVES_CLOCK = Footprint(frozenset({CLOCK}), frozenset({CLOCK}))
 
 
 def touching(keys: Iterable[Any]) -> Footprint:

@@ -1,34 +1,47 @@
 """The race's own clock: inside an actor, time is the run's, not the wall's.
 
 While an actor runs in a forced schedule, an exploration or the stepper (``ScheduleRun``), the
-clock it reads is a *logical* clock of that run (``LogicalClock``), the same for all its actors:
+clock it reads is a *logical* clock of that run (``LogicalClock``), seen by each actor through a
+view of its own (``ActorClock``):
 
 * ``time.time``, ``time.time_ns``, ``datetime.datetime.now`` and ``utcnow``,
   ``datetime.date.today``, and ``time.gmtime``, ``localtime``, ``strftime`` and
   ``clock_gettime(CLOCK_REALTIME)`` without a time given: ``EPOCH`` (2100-01-01 00:00:00 UTC)
-  plus how far the run's clock has moved;
+  plus how far the actor's clock has moved;
 * ``time.monotonic``, ``time.perf_counter`` and their ``_ns`` forms: 1,000 s
   (``MONOTONIC_START_NS``) plus the same;
-* ``time.sleep(s)`` returns at once and moves the clock by s (``helpers.instruments.adopt``,
-  which also counts sleeps against the spin bound).
+* ``time.sleep(s)`` returns at once and moves the actor's clock by s (``helpers.instruments.
+  adopt``, which also counts sleeps against the spin bound).
 
-Every run starts at the same instant, and only an actor's sleep moves the clock: a round trip
-takes no time. So the same schedule reads the same times in every run, and a library that stamps
-its requests or keeps a time window explores to the same counts every time. The instant is far
-ahead so that an absolute expiry an actor computes from it (``SET ... EXAT``, ``PEXPIREAT``) lies
-in the server's future: like a relative one, it ends only when a step says so.
+Every run starts at the same instant, and a round trip takes no time. An actor's sleep moves its
+own clock at once, and the run's clock (what the others read) when the sleeper's next step
+begins: its next round trip comes after its sleep ended, while the others' steps before it ran
+during the sleep, as a real server would allow. An actor reads the later of the two. So the
+same schedule reads the same times in every run, and a library that stamps its requests or
+keeps a time window explores to the same counts every time. The instant is far ahead so that an
+absolute expiry an actor computes from it (``SET ... EXAT``, ``PEXPIREAT``) lies in the server's
+future: like a relative one, it ends only when a step says so.
 
-A clock step (``lease_expires``) or a pause (``"A~"``) ends a TTL on the server and leaves the
-actors' clock where it is. An actor's code between two round trips runs as part of the step
-before (the one whose reply it reads), and all of it before the first round trip runs when the
-run starts. Were a clock step to move the actors' clock, each time an actor reads before its
-next round trip would be read before every clock step that comes ahead of that round trip: as
-if the actor had always stalled, never as if it had started late. redlock-py's ``lock()`` reads
-the time, sends SET NX, reads it again and backs off when more than its lease has passed, so a
-taker could then never get in after a lease ran out, and notebook 08's lease story would find no
-overlap (0 of 144 schedules, where there are 48 of 216). With the clock left alone, no time
-passes between an actor's reads and its round trips: the case in which such a check lets the
-overlap through, which is the bug to find.
+The clock is shared state, so the explorer's reduction counts it as a key
+(``helpers.instruments.footprint.CLOCK``): every step of a client may read it (an actor's code
+after a reply reads the time, or does not, which is known only once it ran), and a step that
+brings the run's clock up to a sleep, or a clock step that moves it, writes it. Without that, a
+reduced search took "B reads the time, then A's sleep shows" and "A's sleep shows, then B reads"
+for one schedule (tests/test_logical_time.py keeps the case; tests/fuzz_explorer.py draws sleeps
+and time reads).
+
+A clock step is a step of its own in the schedule. ``lease_expires`` (or a pause, ``"A~"``) ends
+a TTL on the server and leaves the actors' clock where it is; ``time_passes(s, keys)`` moves the
+run's clock by s and runs the TTLs of keys down by as much. An actor's code between two round
+trips runs as part of the step before (the one whose reply it reads), and all of it before the
+first round trip runs when the run starts. So a time an actor reads before its next round trip
+is read before every clock step that comes ahead of that round trip: as if the actor had
+stalled between reading its clock and sending, never as if it had started late. redlock-py's
+``lock()`` reads the time, sends SET NX, reads it again and backs off when more than its lease
+has passed: were ``lease_expires`` to move the clock, a taker could never get in after a lease
+ran out, and notebook 08's lease story would find no overlap (0 of 144 schedules, where there
+are 48 of 216). With the clock left alone, no time passes between an actor's reads and its
+round trips: the case in which such a check lets the overlap through, which is the bug to find.
 
 Who calls decides. The same functions give wall time to everything else: other threads (the
 suite's watchdog, a kernel's), the scheduler, threaded load (``run_clients``), and, even inside
@@ -107,13 +120,57 @@ class LogicalClock:
         return f"LogicalClock(+{self.elapsed_ns / _NS:g} s)"
 
 
-_CLOCK: contextvars.ContextVar[LogicalClock | None] = contextvars.ContextVar(
+class ActorClock:
+    """One actor's view of its run's clock: what it sleeps is its own until its next round trip.
+
+    An actor reads the later of the run's clock and its own (``time_ns``); a sleep moves its own
+    (``advance``); its next round trip, which comes after the sleep ended, brings the run's clock
+    up to its own (``settle``, called as that step starts). So the other actors see a sleep only
+    from the sleeper's next step on, a step the schedule places: the step whose footprint says it
+    moves the clock (``moves``), as the explorer's reduction needs. Meanwhile they run as if
+    during the sleep, which a real server would allow as well.
+    """
+
+    def __init__(self, run: LogicalClock) -> None:
+        self.run = run
+        self.own_ns = 0  # how far this actor's clock has moved since the run began
+        self.moves = False  # it slept since its last step: its next step moves the run's clock
+
+    def _elapsed_ns(self) -> int:
+        return max(self.run.elapsed_ns, self.own_ns)
+
+    def time_ns(self) -> int:
+        """Return the actor's wall-clock instant (what time.time_ns() reads in it)."""
+        return EPOCH_NS + self._elapsed_ns()
+
+    def monotonic_ns(self) -> int:
+        """Return what time.monotonic_ns() and time.perf_counter_ns() read in the actor."""
+        return MONOTONIC_START_NS + self._elapsed_ns()
+
+    def advance(self, seconds: float) -> None:
+        """Move the actor's own clock forward by seconds (a sleep)."""
+        if seconds > 0:
+            self.own_ns = self._elapsed_ns() + round(seconds * _NS)
+            self.moves = True
+
+    def settle(self) -> None:
+        """Bring the run's clock up to the actor's own (its next step has begun)."""
+        if self.moves:
+            self.run.elapsed_ns = self._elapsed_ns()
+            self.moves = False
+
+    def __repr__(self) -> str:
+        return f"ActorClock(+{self._elapsed_ns() / _NS:g} s)"
+
+
+Reader = LogicalClock | ActorClock
+_CLOCK: contextvars.ContextVar[Reader | None] = contextvars.ContextVar(
     "racelab_clock", default=None
 )
 
 
 @contextmanager
-def reading(clock: LogicalClock) -> Iterator[LogicalClock]:
+def reading(clock: Reader) -> Iterator[Reader]:
     """Run the block (an actor's body, a clock step) on clock: its time reads and sleeps."""
     token = _CLOCK.set(clock)
     try:
@@ -122,7 +179,12 @@ def reading(clock: LogicalClock) -> Iterator[LogicalClock]:
         _CLOCK.reset(token)
 
 
-def current() -> LogicalClock | None:
+def use(clock: Reader) -> None:
+    """Have the context running here read clock from now on (a sub-actor's copied context)."""
+    _CLOCK.set(clock)
+
+
+def current() -> Reader | None:
     """Return the clock the code running here reads, or None (wall time)."""
     return _CLOCK.get()
 
@@ -139,7 +201,7 @@ def advance(seconds: float) -> None:
 _WALL_MODULE: dict[str, bool] = {}  # module name -> True when its code reads wall time
 
 
-def _caller_clock() -> LogicalClock | None:
+def _caller_clock() -> Reader | None:
     """Return the clock for whoever called the time function that called this, or None.
 
     Two frames up: this function, the time function (ours, or time-machine's C patch, which has
@@ -292,6 +354,8 @@ def _release() -> None:
 
 __all__ = [
     "EPOCH",
+    "ActorClock",
+    "Reader",
     "MONOTONIC_START_NS",
     "WALL_PACKAGES",
     "LogicalClock",
@@ -299,6 +363,7 @@ __all__ = [
     "current",
     "install",
     "reading",
+    "use",
     "rebind_imported",
     "replace",
 ]

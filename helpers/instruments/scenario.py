@@ -14,9 +14,10 @@ the invariant that must hold. Name it once::
 
 Each method is a thin call of an instrument: ``run_schedule``, ``explore``, ``Stepper`` and
 ``run_clients``, with the parts checked here once. Clock actors come from ``Race.clock(fn,
-label, key)`` (time passing: one step however many commands it sends) and
-``Race.lease_expires(key)`` (a TTL runs out now). The invariant is an ``Invariant`` or a plain
-function whose docstring says what must hold.
+label, key)`` (time passing: one step however many commands it sends),
+``Race.lease_expires(key)`` (a TTL runs out now) and ``Race.time_passes(seconds, keys)`` (the
+actors' clock moves on, and the keys' TTLs with it). The invariant is an ``Invariant`` or a
+plain function whose docstring says what must hold.
 """
 
 from __future__ import annotations
@@ -29,7 +30,14 @@ from helpers.errors import RaceLabError
 from helpers.instruments import explore as explore_module
 from helpers.instruments.invariant import Check, Invariant
 from helpers.instruments.load import RunResult, run_clients
-from helpers.instruments.schedule import Actor, Clock, Trace, lease_expires, run_schedule
+from helpers.instruments.schedule import (
+    Actor,
+    Clock,
+    Trace,
+    lease_expires,
+    run_schedule,
+    time_passes,
+)
 from helpers.instruments.spec import RaceDefinitionError, RaceSpec
 from helpers.instruments.stepper import Stepper
 
@@ -61,6 +69,7 @@ class Race:
 
     clock = Clock  # Race.clock(fn, label, key): an actor that is time passing, one step
     lease_expires = staticmethod(lease_expires)  # Race.lease_expires(key): a TTL runs out now
+    time_passes = staticmethod(time_passes)  # Race.time_passes(seconds, keys): the clock moves
 
     def __init__(
         self,

@@ -43,9 +43,11 @@ What the model does not show: on a real server expiry done this way is reported 
 keyspace event (not ``expired``), and a real client may also pause for any length of time.
 
 The actors read the run's own clock, not the wall's (``helpers.instruments.logical_time``): it
-starts at the same instant in every run and only ``time.sleep`` moves it, without waiting. So an
-actor that stamps with ``time.time()`` reads the same times in every run of a schedule. A clock
-step ends a TTL on the server and leaves the actors' clock where it is (that module says why).
+starts at the same instant in every run and only ``time.sleep`` moves it, without waiting (the
+others see a sleep from the sleeper's next step). So an actor that stamps with ``time.time()``
+reads the same times in every run of a schedule. A ``lease_expires`` step ends a TTL on the
+server and leaves the actors' clock where it is (that module says why); ``time_passes(s, keys)``
+is the clock step that moves it, and the keys' TTLs with it.
 """
 
 from __future__ import annotations
@@ -69,7 +71,14 @@ from helpers.instruments.actors import (
     describe_round_trip,
     greenlet,
 )
-from helpers.instruments.footprint import EVERYTHING, Footprint, KeyTable, touching
+from helpers.instruments.footprint import (
+    EVERYTHING,
+    MOVES_CLOCK,
+    NOTHING,
+    Footprint,
+    KeyTable,
+    touching,
+)
 from helpers.instruments.history import Op, Span, hold_spans
 from helpers.instruments.servers import Servers
 from helpers.instruments.spec import RaceSpec
@@ -80,14 +89,28 @@ CRASH = faults.CRASH  # the step "A!" in a schedule: A's client dies there (Sche
 
 
 class Clock:
-    """An actor that is one step however many commands it sends: time passing, not a client."""
+    """An actor that is one step however many commands it sends: time passing, not a client.
 
-    def __init__(self, fn: Actor, label: str, key: str | None = None) -> None:
-        self.fn, self.label, self.key = fn, label, key
+    Its step touches key, or keys when given, or everything when it names none. With seconds,
+    the step also moves the actors' clock that far (``time_passes``).
+    """
+
+    def __init__(
+        self,
+        fn: Actor,
+        label: str,
+        key: str | None = None,
+        seconds: float = 0.0,
+        keys: Sequence[str] | None = None,
+    ) -> None:
+        self.fn, self.label, self.key, self.seconds = fn, label, key, seconds
+        self.keys = tuple(keys) if keys is not None else None if key is None else (key,)
 
     def footprint(self) -> Footprint:
-        """Return what the clock's step touches: its key, or everything when it names none."""
-        return touching([self.key]) if self.key is not None else EVERYTHING
+        """Return what the clock's step touches: its keys (and the actors' clock if it moves it)."""
+        if self.keys is None:
+            return EVERYTHING
+        return touching(self.keys) | (MOVES_CLOCK if self.seconds else NOTHING)
 
     def describe(self, short: Callable[[Any], str]) -> str:
         """Return the label for a trace, with {key} replaced by the key without the run prefix."""
@@ -116,6 +139,39 @@ def lease_expires(key: str, label: str | None = None, value: Any = None) -> Cloc
         return "TTL ran out: key expired"
 
     return Clock(expire_now, label or "(clock) TTL of {key} runs out", key)
+
+
+def time_passes(seconds: float, keys: Sequence[str] = (), label: str | None = None) -> Clock:
+    """Return a Clock actor after whose step seconds have passed, for the actors and for keys.
+
+    The actors' clock (``helpers.instruments.logical_time``) moves forward by seconds, so an
+    actor that reads the time after this step reads it later: a rate limiter's window can end
+    between two requests. The TTL of each of keys is shortened by as much, and one that would
+    run out within the step ends now (``PEXPIREAT key 1``), so the server's expiries keep pace
+    with the actors' clock; a key with no TTL, or missing, is left alone. Its step touches keys
+    and the actors' clock, nothing else.
+    """
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+        raise ValueError(f"seconds must be a number > 0, got {seconds!r}")
+    if isinstance(keys, (str, bytes)):
+        raise ValueError(f"keys must be a list of keys, got the string {keys!r}")
+    keys = tuple(keys)
+    moved_ms = round(seconds * 1000)
+
+    def pass_time(client: Any) -> str:
+        ended = 0
+        for key in keys:
+            ttl = client.pttl(key)
+            if ttl < 0:
+                continue  # missing, or no TTL: time passing changes nothing
+            if ttl <= moved_ms:
+                client.execute_command("PEXPIREAT", key, 1)
+                ended += 1
+            else:
+                client.pexpire(key, ttl - moved_ms)
+        return f"{seconds:g} s passed" + (f", {ended} TTL(s) ran out" if ended else "")
+
+    return Clock(pass_time, label or f"(clock) {seconds:g} s pass", None, seconds, keys)
 
 
 TIMEOUT_PAST_S = 0.001  # a logical timeout moves the clock this much past the call's timeout
@@ -590,6 +646,8 @@ class ScheduleRun:
         late = state.call is not None and name in self.waiting  # the step is its call's timeout
         self.record(name, self._time_out(state) if late else state.footprint)
         if state.gate is None:
+            if isinstance(state.fn, Clock):  # one that says time passes moves the actors' clock
+                self.clock.advance(state.fn.seconds)
             state.result = state.fn(self.observer)  # a Clock ticks with the observer
             state.done = True
             return state.result
