@@ -115,6 +115,29 @@ def test_a_wait_with_a_timeout_times_out_only_once_nothing_else_can_run(lab: Lab
     assert len(seen) == 20  # each timed-out wait counts as a sleep: the spin bound ends the loop
 
 
+def test_a_thread_starts_after_its_starter_s_sleeps_and_a_waiter_wakes_after_its_waker_s(
+    lab: Lab,
+) -> None:
+    key = lab.key("n")
+
+    def actor(client):
+        start = time.time()
+        time.sleep(5)  # the thread is started after this
+
+        def work() -> float:
+            began = time.time() - start
+            client.incr(key)
+            time.sleep(3)  # then it sets its future's result: the waiter wakes after this
+            return began
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            began = pool.submit(work).result()
+        return began, time.time() - start
+
+    found = explore(lab, {"A": actor}, lambda c, r: True, watch=[key])
+    assert [o.results["A"] for o in found.outcomes] == [(5.0, 8.0)]
+
+
 def test_a_thread_that_loops_on_sleep_is_cut_by_the_spin_bound(lab: Lab) -> None:
     key = lab.key("n")
 

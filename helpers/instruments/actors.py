@@ -370,7 +370,7 @@ class Actors:
             self._by_glet[state.glet] = state
             self.switch(state, state)  # runs the actor up to its first round trip
             self.check_crash(state)
-            self.settle()
+            self.settle(by=state)
             self._refuse_if_ungated(state)
             return
         state.thread = threading.Thread(
@@ -460,16 +460,19 @@ class Actors:
         name = f"{owner.name}{owner.subs}"
         state = ActorState(name, lambda _client: run(), None, owner.gate, EVERYTHING)
         state.owner, state.context, state.ended = owner.name, contextvars.copy_context(), ended
-        state.clock = logical_time.ActorClock(self.clock)  # its sleeps are its own, as a thread's
+        # It starts after what its starter slept; then its sleeps are its own, as a thread's.
+        state.clock = logical_time.ActorClock(self.clock, since=by.clock)
         state.context.run(logical_time.use, state.clock)
         self.states[name] = state
         return name
 
-    def settle(self) -> None:
+    def settle(self, by: ActorState | None = None) -> None:
         """Start each new sub-actor, and wake each actor whose wait is over, until none is left.
 
-        This is part of the step that made it so: no round trip is sent meanwhile, so where in
-        the step it happens makes no difference to Redis. Actors are visited in their order.
+        This is part of the step that made it so (by's, when a client's): no round trip is sent
+        meanwhile, so where in the step it happens makes no difference to Redis. Actors are
+        visited in their order. A woken actor's clock catches up with by's: it wakes after what
+        made its wait true, and so after by's sleeps.
         """
         while self._threaded:
             for state in self.states.values():
@@ -484,6 +487,8 @@ class Actors:
                     break
                 if state.wait is not None and state.parked and state.wait.ready():
                     state.parked, state.woken = False, True
+                    if by is not None and by.clock is not None and state.clock is not None:
+                        state.clock.catch_up(by.clock)
                     self.switch(state)  # its wait returns True; it runs to its next park
                     break
             else:
@@ -710,7 +715,7 @@ class Actors:
             state.parked = False
             self.switch(state)  # the actor sends, reads the reply, runs to its next one
             self.check_crash(state)
-            self.settle()
+            self.settle(by=state)
             return
         with self._cond:
             state.parked = False

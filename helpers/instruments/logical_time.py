@@ -131,10 +131,18 @@ class ActorClock:
     during the sleep, which a real server would allow as well.
     """
 
-    def __init__(self, run: LogicalClock) -> None:
+    def __init__(self, run: LogicalClock, since: ActorClock | None = None) -> None:
         self.run = run
         self.own_ns = 0  # how far this actor's clock has moved since the run began
         self.moves = False  # it slept since its last step: its next step moves the run's clock
+        if since is not None:  # a thread starts after what its starter slept
+            self.catch_up(since)
+
+    def catch_up(self, other: ActorClock) -> None:
+        """Bring this clock up to other's: what happens here now comes after other's sleeps."""
+        if other._elapsed_ns() > self._elapsed_ns():
+            self.own_ns = other._elapsed_ns()
+            self.moves = True
 
     def _elapsed_ns(self) -> int:
         return max(self.run.elapsed_ns, self.own_ns)
