@@ -148,16 +148,18 @@ class Exploration:
     )  # step names, as the search tries them
     judged: list[str] = field(default_factory=list, repr=False)  # the clients (not clocks)
     _classes: dict[str, str] = field(default_factory=dict, repr=False)
+    _named: int = field(default=0, repr=False)  # outcomes[:_named] have their class in _classes
     _weights: dict[str, int] | None = field(default=None, repr=False)  # class rep: its orders
     _expanded: dict[bool, list[Outcome]] = field(default_factory=dict, repr=False)
 
     def class_of(self, schedule: str) -> str:
         """Return the class of an explored schedule: its first equivalent order, by actor order."""
-        if not all(o.schedule in self._classes for o in self.outcomes):
+        if self._named < len(self.outcomes):  # name each run's class once, not on every call
             self._classes.update(
                 (o.schedule, normal_form(self.names_of(o.schedule), o.steps, self.clients))
-                for o in self.outcomes
+                for o in self.outcomes[self._named :]
             )
+            self._named = len(self.outcomes)
         if schedule not in self._classes and self.reduced:
             for ok in (False, True):  # an order a run stands for: named by expanding the classes
                 self._orders(ok)
