@@ -195,7 +195,7 @@ def test_time_passing_is_ordered_against_every_time_read_and_refuses_nonsense(la
     reduced = explore(lab, race, lambda c, r: True, watch=[key])
     assert reduced.returned() == every.returned()
     assert every.returned()["A"] == {"0.0": 3, "5.0": 3}  # T before A's step or after it
-    for bad in (0, -1, float("nan"), True, "5"):
+    for bad in (0, -1, float("nan"), float("inf"), True, "5"):
         with pytest.raises(ValueError, match="seconds must be a number > 0"):
             time_passes(bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="list of keys"):

@@ -52,6 +52,7 @@ is the clock step that moves it, and the keys' TTLs with it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
@@ -151,7 +152,11 @@ def time_passes(seconds: float, keys: Sequence[str] = (), label: str | None = No
     with the actors' clock; a key with no TTL, or missing, is left alone. Its step touches keys
     and the actors' clock, nothing else.
     """
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not 0 < seconds < math.inf
+    ):
         raise ValueError(f"seconds must be a number > 0, got {seconds!r}")
     if isinstance(keys, (str, bytes)):
         raise ValueError(f"keys must be a list of keys, got the string {keys!r}")
