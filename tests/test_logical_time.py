@@ -200,6 +200,9 @@ def test_time_passing_is_ordered_against_every_time_read_and_refuses_nonsense(la
             time_passes(bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="list of keys"):
         time_passes(1, key)
+    for bad in (0, True, 1.5):
+        with pytest.raises(ValueError, match="times must be a number >= 1"):
+            time_passes(1, times=bad)  # type: ignore[arg-type]
 
 
 # --- what keeps wall time ----------------------------------------------------------------------

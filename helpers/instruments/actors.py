@@ -286,6 +286,8 @@ class ActorState:
         self.call: blocking.Call | None = None  # its next round trip, when that is a blocking call
         self.instead: list[Command] | None = None  # what to send instead of its next round trip
         self.parked = False
+        self.started = False  # its code began (a lazy run's client: at its first step)
+        self.ticks = 0  # the steps a clock has taken (a Clock may have several: times=n)
         self.done = False
         self.pending: list[Command] = []
         self.server = ""  # the server its pending round trip goes to ('' the lab's own)
@@ -363,7 +365,7 @@ class Actors:
 
     def start(self, state: ActorState) -> None:
         assert state.gate is not None  # only gated actors are started
-        state.gate.run = self
+        state.gate.run, state.started = self, True
         state.clock = logical_time.ActorClock(self.clock)
         if self._greenlets:
             state.glet = greenlet.greenlet(self._body)
@@ -460,6 +462,7 @@ class Actors:
         name = f"{owner.name}{owner.subs}"
         state = ActorState(name, lambda _client: run(), None, owner.gate, EVERYTHING)
         state.owner, state.context, state.ended = owner.name, contextvars.copy_context(), ended
+        state.started = True  # begun by its starter's step (settle runs it), never lazily
         # It starts after what its starter slept; then its sleeps are its own, as a thread's.
         state.clock = logical_time.ActorClock(self.clock, since=by.clock)
         state.context.run(logical_time.use, state.clock)
@@ -725,7 +728,9 @@ class Actors:
     def kill(self, state: ActorState) -> None:
         """Stop a parked actor for good (a crash): it never sends its round trip."""
         state.killed = True
-        if self._greenlets:
+        if not state.started:  # a lazy run's client that had not begun: it never will
+            state.done = True
+        elif self._greenlets:
             self.switch(state)  # its park sees it killed and stops it
             for sub in list(self.states.values()):  # a crashed client's threads go with it
                 if sub.owner == state.name and not sub.done:

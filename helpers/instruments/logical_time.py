@@ -34,9 +34,11 @@ A clock step is a step of its own in the schedule. ``lease_expires`` (or a pause
 a TTL on the server and leaves the actors' clock where it is; ``time_passes(s, keys)`` moves the
 run's clock by s and runs the TTLs of keys down by as much. An actor's code between two round
 trips runs as part of the step before (the one whose reply it reads), and all of it before the
-first round trip runs when the run starts. So a time an actor reads before its next round trip
-is read before every clock step that comes ahead of that round trip: as if the actor had
-stalled between reading its clock and sending, never as if it had started late. redlock-py's
+first round trip runs when the run starts, except in a race with a ``time_passes`` step: there
+each client starts at its first step (``ScheduleRun``), so a limiter that reads the time, then
+sends, reads the time of the step that sends. Otherwise a time an actor reads before its next
+round trip is read before every clock step that comes ahead of that round trip: as if the actor
+had stalled between reading its clock and sending, never as if it had started late. redlock-py's
 ``lock()`` reads the time, sends SET NX, reads it again and backs off when more than its lease
 has passed: were ``lease_expires`` to move the clock, a taker could never get in after a lease
 ran out, and notebook 08's lease story would find no overlap (0 of 144 schedules, where there

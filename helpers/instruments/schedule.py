@@ -93,7 +93,8 @@ class Clock:
     """An actor that is one step however many commands it sends: time passing, not a client.
 
     Its step touches key, or keys when given, or everything when it names none. With seconds,
-    the step also moves the actors' clock that far (``time_passes``).
+    the step also moves the actors' clock that far (``time_passes``). With times=n it has n
+    such steps, one after another (its result is the last one's).
     """
 
     def __init__(
@@ -103,8 +104,9 @@ class Clock:
         key: str | None = None,
         seconds: float = 0.0,
         keys: Sequence[str] | None = None,
+        times: int = 1,
     ) -> None:
-        self.fn, self.label, self.key, self.seconds = fn, label, key, seconds
+        self.fn, self.label, self.key, self.seconds, self.times = fn, label, key, seconds, times
         self.keys = tuple(keys) if keys is not None else None if key is None else (key,)
 
     def footprint(self) -> Footprint:
@@ -142,7 +144,9 @@ def lease_expires(key: str, label: str | None = None, value: Any = None) -> Cloc
     return Clock(expire_now, label or "(clock) TTL of {key} runs out", key)
 
 
-def time_passes(seconds: float, keys: Sequence[str] = (), label: str | None = None) -> Clock:
+def time_passes(
+    seconds: float, keys: Sequence[str] = (), label: str | None = None, times: int = 1
+) -> Clock:
     """Return a Clock actor after whose step seconds have passed, for the actors and for keys.
 
     The actors' clock (``helpers.instruments.logical_time``) moves forward by seconds, so an
@@ -150,7 +154,11 @@ def time_passes(seconds: float, keys: Sequence[str] = (), label: str | None = No
     between two requests. The TTL of each of keys is shortened by as much, and one that would
     run out within the step ends now (``PEXPIREAT key 1``), so the server's expiries keep pace
     with the actors' clock; a key with no TTL, or missing, is left alone. Its step touches keys
-    and the actors' clock, nothing else.
+    and the actors' clock, nothing else. With times=n the clock has n such steps (the time
+    moves on twice: ``times=2``, written "T" twice in a schedule).
+
+    A race with such a step starts its clients lazily (``ScheduleRun``): the code before a
+    client's first round trip runs at its first step, so it reads the time of that step.
     """
     if (
         isinstance(seconds, bool)
@@ -160,6 +168,8 @@ def time_passes(seconds: float, keys: Sequence[str] = (), label: str | None = No
         raise ValueError(f"seconds must be a number > 0, got {seconds!r}")
     if isinstance(keys, (str, bytes)):
         raise ValueError(f"keys must be a list of keys, got the string {keys!r}")
+    if isinstance(times, bool) or not isinstance(times, int) or times < 1:
+        raise ValueError(f"times must be a number >= 1, got {times!r}")
     keys = tuple(keys)
     moved_ms = round(seconds * 1000)
 
@@ -176,11 +186,12 @@ def time_passes(seconds: float, keys: Sequence[str] = (), label: str | None = No
                 client.pexpire(key, ttl - moved_ms)
         return f"{seconds:g} s passed" + (f", {ended} TTL(s) ran out" if ended else "")
 
-    return Clock(pass_time, label or f"(clock) {seconds:g} s pass", None, seconds, keys)
+    return Clock(pass_time, label or f"(clock) {seconds:g} s pass", None, seconds, keys, times)
 
 
 TIMEOUT_PAST_S = 0.001  # a logical timeout moves the clock this much past the call's timeout
 TIMED_OUT = "(timed out)"  # the reply of a step that is a wait's timeout
+STARTS = "(starts)"  # what a lazy run's client does at its first step, before its round trip
 # A forced schedule runs its actors as the explorer does (greenlets: the threads an actor starts
 # are its sub-actors); threads where greenlet is missing.
 FORCED_RUNNER = "greenlet" if greenlet is not None else "thread"
@@ -452,6 +463,8 @@ def _next_text(state: ActorState, short: Callable[[Any], str]) -> str:
         return state.fn.describe(short)
     if state.wait is not None:
         return state.wait.describe()
+    if not state.started:
+        return STARTS
     return describe_round_trip(state.pending, short)
 
 
@@ -462,7 +475,10 @@ class ScheduleRun:
     ``observe=False`` the watched keys are not read after each step (faster; rows show no state).
     ``footprints=True`` records the keys each step reads and writes (``next_footprints``,
     ``footprints``). ``runner="greenlet"`` runs the actors as greenlets of the calling thread (a
-    step is a switch; see ``helpers.instruments.actors``). Fault steps ("A!", "A~", "restart",
+    step is a switch; see ``helpers.instruments.actors``). In a race with a ``time_passes`` step
+    the run is *lazy*: a client starts at its first step, not when the run opens, so the code
+    before its first round trip reads the time of that step (its first step runs that code and
+    sends the round trip; what it touches is known only then, so it counts as everything). Fault steps ("A!", "A~", "restart",
     "failover") are ``helpers.instruments.faults``'s: they act through ``client``, ``kill``,
     ``record`` and ``add_row``.
     """
@@ -488,6 +504,9 @@ class ScheduleRun:
         self.names: list[str] = []
         self.footprints: list[Footprint] = []  # of each step run (footprints=True)
         self.waited = False  # some actor had to wait for a blocking call (see waiting)
+        # A race with a time_passes step starts its clients lazily, each at its first step.
+        self.lazy = any(isinstance(fn, Clock) and fn.seconds for fn in spec.actors.values())
+        self._started = STARTS  # what the last client started lazily did in its first step
         self.clock = logical_time.LogicalClock().open()  # what its actors read as the time
         table = self._connections.key_table if footprints else None
         self._actors = Actors(
@@ -513,7 +532,7 @@ class ScheduleRun:
                 step = fn.footprint() if isinstance(fn, Clock) else EVERYTHING
                 self.actors[name] = ActorState(name, fn, client, gate, step)
             for state in list(self.actors.values()):  # (sub-actors join as they start)
-                if state.gate is not None and state.owner is None:
+                if state.gate is not None and state.owner is None and not self.lazy:
                     self._actors.start(state)
         except BaseException:
             self.close()
@@ -623,7 +642,10 @@ class ScheduleRun:
             command += " (times out: nothing else can run)"
         servers = self._connections.servers
         server = servers.label(state.server) if servers.names else ""
+        starts = not state.started and state.gate is not None
         reply = self.advance(name)
+        if starts:  # what it sent is known now: the round trip its start led to, if any
+            command, server = self._started, servers.label(state.server) if servers.names else ""
         text = TIMED_OUT if reply is TIMED_OUT else format_value(reply, self.short)
         return self.add_row(name, command, text, server)
 
@@ -648,15 +670,35 @@ class ScheduleRun:
             self.record(name, EVERYTHING)
             self._actors.time_out(state)
             return TIMED_OUT
+        if not state.started and state.gate is not None:
+            return self._start(name, state)
         late = state.call is not None and name in self.waiting  # the step is its call's timeout
         self.record(name, self._time_out(state) if late else state.footprint)
         if state.gate is None:
             if isinstance(state.fn, Clock):  # one that says time passes moves the actors' clock
                 self.clock.advance(state.fn.seconds)
             state.result = state.fn(self.observer)  # a Clock ticks with the observer
-            state.done = True
+            state.ticks += 1
+            state.done = not isinstance(state.fn, Clock) or state.ticks >= state.fn.times
             return state.result
         pending = state.pending
+        self._actors.resume(state)
+        return reply_of_round_trip(pending, state.step_replies)
+
+    def _start(self, name: str, state: ActorState) -> Any:
+        """Run a lazy run's client up to its first round trip and send it, as one step.
+
+        Its step touches everything (what it sends is known only now). If its first round trip
+        cannot be sent yet (a blocking call with nothing to answer it, a wait on a thread), or
+        it ends before any, the step is its start alone.
+        """
+        self.record(name, EVERYTHING)
+        self._actors.start(state)
+        if state.done or state.wait is not None or name in self.waiting:
+            self._started = STARTS
+            return None
+        pending = state.pending
+        self._started = f"{STARTS} {describe_round_trip(pending, self.short)}"
         self._actors.resume(state)
         return reply_of_round_trip(pending, state.step_replies)
 
