@@ -11,8 +11,10 @@ server, so ``URL`` below is never dialled there.
 
 Then the case file: ``LOCKS`` and ``LIMITERS`` name each library's functions, its distribution
 and the keys it writes; ``lock_race(lab, library, story)`` is one of the notebook's three races
-(``"exclusion"``, ``"release"``, ``"lease"``) and ``verdict(race)`` its explored verdict, or the
-reason there is none (``MORE_LOCKS`` and ``MORE_LIMITERS``: the notebook's optional
+(``"exclusion"``, ``"release"``, ``"lease"``), ``limiter_race(lab, library)`` three requests at
+once, ``window_race(lab, library)`` four requests while the time moves on twice (its one more
+library: ``WINDOW_LIMITERS``), and ``verdict(race)`` its explored verdict, or the reason there is
+none (``MORE_LOCKS`` and ``MORE_LIMITERS``: the notebook's optional
 part's libraries). The notebook lists every function it runs (``show``). Versions are pinned
 in pyproject.toml's ``cases`` extra: a verdict about a library names the version it was checked
 against.
@@ -42,6 +44,7 @@ Also left out, each for a reason read in its 2026 release:
 from __future__ import annotations
 
 import inspect
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
@@ -64,10 +67,13 @@ import redlock
 import walrus
 
 from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race, Refusal
+from helpers.instruments.logical_time import EPOCH
 
 LEASE_S = 10  # every lock's lease (forced schedules: a clock step ends it, not time)
 URL = "redis://localhost:6379/0"  # what the READMEs write; a race sends it to the lab's server
 LIMIT = 2  # requests each limiter admits (per minute)
+WINDOW_S = 60  # the limiters' window: a minute
+STEP_S = 40  # how far each clock step of the window story moves the time (off any boundary)
 CAPACITY = 2  # holders each semaphore admits at once
 JOBS = ("job-1", "job-2")  # what the queue's producer puts
 CLIENT_IP = "192.168.0.10"  # python-redis-rate-limit counts per client, as its README shows
@@ -190,6 +196,18 @@ def hit_limits(client: redis.Redis, name: str) -> bool:
     return moving_window.hit(limits.parse(f"{LIMIT}/minute"), name, "user-1")
 
 
+def hit_limits_fixed(client: redis.Redis, name: str) -> bool:
+    """Return whether limits' fixed window (LIMIT a minute, its README's storage) admits one.
+
+    A counter whose window starts at its first request and lasts a minute (INCRBY, then EXPIRE
+    if it is new). Its README: "Burst traffic that bypasses the rate limit may occur at window
+    boundaries."
+    """
+    backend = limits.storage.RedisStorage(URL)
+    fixed_window = limits.strategies.FixedWindowRateLimiter(backend)
+    return fixed_window.hit(limits.parse(f"{LIMIT}/minute"), name, "user-1")
+
+
 def hit_python_redis_rate_limit(client: redis.Redis, name: str) -> bool:
     """Return whether python-redis-rate-limit's RateLimit (its default pool) admits a request."""
     try:
@@ -236,6 +254,24 @@ def walrus_two_clients(pool: Any, name: str) -> dict[str, bool]:
 
     admitted["A"] = not CountThenB(connection_pool=pool).rate_limit(name, 1, 60).limit("user-1")
     return dict(sorted(admitted.items()))
+
+
+def walrus_lua_forgets(client: redis.Redis, name: str) -> dict[str, Any]:
+    """Return what walrus's RateLimitLua (LIMIT a minute) leaves once a request is refused.
+
+    No explorer, no waiting: LIMIT + 1 requests one after the other, then the TTL its script
+    gave the log of past requests. The script sets ``PEXPIRE key, limit_count * 2000``: 2 s per
+    allowed request, whatever the window (its Python twin, RateLimit, uses ``per * 2000``).
+    """
+    limiter = walrus.Database(connection_pool=client.connection_pool).rate_limit_lua(
+        name, limit=LIMIT, per=WINDOW_S
+    )
+    admitted = [not limiter.limit("user-1") for _ in range(LIMIT + 1)]
+    return {
+        "admitted": admitted,
+        "ttl_ms": client.pttl(f"{name}:user-1"),
+        "window_ms": WINDOW_S * 1000,
+    }
 
 
 async def hit_pyrate_limiter(client: redis.asyncio.Redis, name: str) -> bool:
@@ -374,6 +410,14 @@ MORE_LIMITERS = {
     "walrus RateLimit": LimiterCase("walrus", hit_walrus, "{name}:user-1"),
     "walrus RateLimitLua": LimiterCase("walrus", hit_walrus_lua, "{name}:user-1"),
     "pyrate-limiter": LimiterCase("pyrate-limiter", hit_pyrate_limiter, "{name}"),
+}
+
+
+# The window story's one more: limits' other strategy, the fixed window.
+WINDOW_LIMITERS = {
+    "limits fixed window": LimiterCase(
+        "limits", hit_limits_fixed, f"LIMITS:LIMITER/{{name}}/user-1/{LIMIT}/1/minute"
+    ),
 }
 
 
@@ -611,6 +655,64 @@ def limiter_race(lab: Lab, library: str, requests: str = "ABC") -> Race:
         lambda client, results: list(results.values()).count(True) <= LIMIT,
     )
     return Race(lab, actors, watch=[case.key.format(name=api)], invariant=admitted)
+
+
+def requester(hit: Callable[..., Any], name: str) -> Callable[[Any], Any]:
+    """Return an actor that sends one request: (the second of the run it was answered, admitted).
+
+    The second is read on the race's own clock, which the window story's clock steps move. In
+    such a race each client starts at its first step, so the limiter reads the time of the step
+    that sends the request. An asyncio limiter's actor is async.
+    """
+
+    def second() -> int:
+        return round(time.time() - EPOCH.timestamp())
+
+    if inspect.iscoroutinefunction(hit):
+
+        async def one_async(client: Any) -> tuple[int, bool]:
+            admitted = await hit(client, name)
+            return second(), admitted
+
+        return one_async
+
+    def one(client: Any) -> tuple[int, bool]:
+        admitted = hit(client, name)
+        return second(), admitted
+
+    return one
+
+
+def in_any_window(limit: int = LIMIT, window_s: int = WINDOW_S) -> Invariant:
+    """Return the invariant: at most limit requests admitted in any window_s seconds."""
+
+    def holds(client: Any, results: dict[str, Any]) -> bool:
+        admitted = sorted(r[0] for r in results.values() if isinstance(r, tuple) and r[1])
+        return all(
+            admitted[i + limit] - admitted[i] >= window_s for i in range(len(admitted) - limit)
+        )
+
+    return Invariant(
+        "within the limit in every window",
+        f"at most {limit} requests are admitted in any {window_s} s",
+        holds,
+    )
+
+
+def window_race(lab: Lab, library: str, requests: str = "ABCD") -> Race:
+    """Return the window story: one request per actor while the clock moves on twice.
+
+    T is a clock with two steps of STEP_S seconds each (``Race.time_passes``): a request sent
+    after one is sent that much later, and the TTL of the limiter's key runs down with it. The
+    limiter must admit at most LIMIT requests in any WINDOW_S seconds, however the requests
+    and the two clock steps interleave.
+    """
+    case = (LIMITERS | MORE_LIMITERS | WINDOW_LIMITERS)[library]
+    _, _, api = names(lab)
+    key = case.key.format(name=api)
+    actors: dict[str, Any] = {n: requester(case.hit, api) for n in requests}
+    actors["T"] = Race.time_passes(STEP_S, [key], times=2)
+    return Race(lab, actors, watch=[key], invariant=in_any_window())
 
 
 def portalocker_race(lab: Lab) -> Race:

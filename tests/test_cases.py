@@ -16,7 +16,7 @@ import re
 import sys
 import tomllib
 from functools import partial
-from importlib.metadata import version
+from importlib.metadata import metadata, version
 from pathlib import Path
 
 import aiocache.lock
@@ -287,6 +287,39 @@ def test_walrus_s_race_needs_no_explorer_two_clients_show_it(lab: Lab) -> None:
     client.delete(f"{name}:user-1")
     limiter = walrus.Database(connection_pool=client.connection_pool).rate_limit(name, 1, 60)
     assert [limiter.limit("user-1") for _ in "AB"] == [False, True]  # one after the other: B waits
+    client.delete(f"{name}:user-1")
+
+
+# --- the window story: time passes between requests (issue 35 item 4) -----------------------------
+
+
+def test_the_window_story_fixed_windows_burst_at_the_boundary_moving_ones_hold(lab: Lab) -> None:
+    found = {
+        library: cases.verdict(cases.window_race(lab, library))
+        for library in ("limits", "limits fixed window", "python-redis-rate-limit")
+    }
+    assert {n: (v.bad, v.total) for n, v in found.items()} == {
+        "limits": (0, 360),
+        "limits fixed window": (24, 360),
+        "python-redis-rate-limit": (24, 360),
+    }
+    burst = cases.window_race(lab, "limits fixed window").run(found["limits fixed window"].example)
+    admitted = sorted(at for at, ok in (burst.results[n] for n in "ABCD") if ok)
+    assert admitted[-3:][-1] - admitted[-3:][0] < cases.WINDOW_S  # three inside one minute
+    readme = " ".join(str(metadata("limits").get_payload()).split())  # its README, as published
+    assert "Burst traffic that bypasses the rate limit may occur at window boundaries." in readme
+
+
+def test_walrus_lua_forgets_its_log_seconds_after_the_limit_and_lets_a_third_in(lab: Lab) -> None:
+    found = cases.verdict(cases.window_race(lab, "walrus RateLimitLua"))
+    assert (found.bad, found.total) == (48, 360)
+    trace = cases.window_race(lab, "walrus RateLimitLua").run(found.example)
+    admitted = sorted(at for at, ok in (trace.results[n] for n in "ABCD") if ok)
+    assert len(admitted) == 3 and admitted[-1] - admitted[0] < cases.WINDOW_S
+    client, name = lab.client(), lab.key("walrus")
+    left = cases.walrus_lua_forgets(client, name)  # no explorer: the TTL its script sets
+    assert left["admitted"] == [True, True, False]
+    assert 0 < left["ttl_ms"] <= 2000 * cases.LIMIT < left["window_ms"]
     client.delete(f"{name}:user-1")
 
 
