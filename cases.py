@@ -66,8 +66,7 @@ import redis_rate_limit
 import redlock
 import walrus
 
-from helpers import ActorRefused, Invariant, Lab, NoVerdict, Race, Refusal
-from helpers.instruments.logical_time import EPOCH
+from helpers import EPOCH, ActorRefused, Invariant, Lab, NoVerdict, Race, Refusal
 
 LEASE_S = 10  # every lock's lease (forced schedules: a clock step ends it, not time)
 URL = "redis://localhost:6379/0"  # what the READMEs write; a race sends it to the lab's server

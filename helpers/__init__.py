@@ -13,8 +13,10 @@ What a learner imports comes from here, e.g. ``from helpers import Race, connect
   unadoptable); ``SPUN``: the result of an actor whose retry loop its spin bound cut;
 * ``NoVerdict``: an exploration in which every actor raised or did not finish, in every schedule:
   the invariant judged nothing, so there is no count to give;
-* ``run_schedule``, ``explore``, ``Stepper``, ``lease_expires``, ``time_passes``, ``run_clients``: the instruments
-  a ``Race`` calls, for notebooks that use one of them alone;
+* ``run_schedule``, ``explore``, ``Stepper``, ``lease_expires``, ``time_passes``,
+  ``run_clients``: the instruments a ``Race`` calls, for notebooks that use one of them alone;
+  ``EPOCH``: the instant at which the race's own clock starts in every run (an actor's
+  ``time.time() - EPOCH.timestamp()`` is how far into the run it is);
 * ``plot_timeline``, ``cost_vs_size`` and the other plots; ``lease_span``, ``hold_spans``: the spans it shades
   (``RunResult.overlaps`` finds two clients holding one at once);
 * ``count_work``, ``rtt_sweep``, ``relative_cost``: what each strategy costs (exact round trips and
@@ -35,6 +37,7 @@ from helpers.instruments.history import hold_spans, lease_span
 from helpers.instruments.invariant import Invariant
 from helpers.instruments.listing import show
 from helpers.instruments.load import repeat_runs, run_clients
+from helpers.instruments.logical_time import EPOCH
 from helpers.instruments.plots import cost_vs_size, plot_timeline
 from helpers.instruments.reference import relative_cost
 from helpers.instruments.rtt import rtt_sweep
@@ -44,6 +47,7 @@ from helpers.instruments.stepper import Stepper
 from helpers.instruments.work import count_work
 
 __all__ = [
+    "EPOCH",
     "SPUN",
     "ActorRefused",
     "Capabilities",
