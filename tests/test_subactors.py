@@ -138,6 +138,23 @@ def test_a_thread_starts_after_its_starter_s_sleeps_and_a_waiter_wakes_after_its
     assert [o.results["A"] for o in found.outcomes] == [(5.0, 8.0)]
 
 
+def test_the_embedded_server_s_own_wait_in_a_worker_s_blocking_call_is_no_step(lab: Lab) -> None:
+    """fakeredis waits for a blocking command on a Condition, timed by the wall clock: parked as
+    the worker's wait, it was a step on a fast machine and none on a loaded one (the fuzzer
+    saw "actors are not deterministic" once)."""
+    key = lab.key("q")
+
+    def actor(client):
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            return pool.submit(lambda: client.blpop([key], timeout=1)).result()
+
+    trace = run_schedule(lab, {"A": actor}, "A1", watch=[key], finish=True)
+    assert [r.command for r in trace.rows] == ["BLPOP q 1 (times out: nothing else can run)"]
+    assert not trace.results["A"]
+    found = explore(lab, {"A": actor}, lambda c, r: True, watch=[key])
+    assert [o.schedule for o in found.outcomes] == ["A1"]
+
+
 def test_a_thread_that_loops_on_sleep_is_cut_by_the_spin_bound(lab: Lab) -> None:
     key = lab.key("n")
 

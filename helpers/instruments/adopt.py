@@ -39,7 +39,9 @@ Under a race, none of that may escape the schedule, so while an actor runs (``ac
   an idle worker parks). A wait on a thread primitive (``threading.Condition.wait``, and so
   ``Event.wait``, futures, ``queue.Queue.get``; ``Thread.join`` of a sub-actor) inside an actor
   that started one parks it (``ActorContext.block``) until a step makes it true, or, with a
-  timeout, until the run lets it time out once nothing else can run (counted as a sleep).
+  timeout, until the run lets it time out once nothing else can run (counted as a sleep). The
+  embedded server's own waits (fakeredis blocking a command inside a granted round trip) stay
+  real waits, as they would be on a real server.
 * **Other threads may not talk to Redis.** A round trip from a thread that is not an actor's
   own nor its sub-actor (a thread started before the run, or one an actor started under the
   thread runner, where greenlet is missing) is refused with ``ActorRefused`` naming that
@@ -65,6 +67,7 @@ import contextlib
 import contextvars
 import functools
 import queue
+import sys
 import threading
 import time
 import weakref
@@ -395,7 +398,7 @@ def _thread_join(self: threading.Thread, timeout: float | None = None) -> None:
 def _condition_wait(self: threading.Condition, timeout: float | None = None) -> bool:
     """threading.Condition.wait: inside an actor that started threads, a wait that parks it."""
     context = _CURRENT.get()
-    if context is None or context.block is None or not context.spawned:
+    if context is None or context.block is None or not context.spawned or _server_side():
         return bool(_ORIGINAL["condition_wait"](self, timeout))
     if not self._is_owned():  # type: ignore[attr-defined]  # as threading's own wait checks
         raise RuntimeError("cannot wait on un-acquired lock")
@@ -418,6 +421,19 @@ def _condition_wait(self: threading.Condition, timeout: float | None = None) -> 
         if not got:
             with contextlib.suppress(ValueError):
                 self._waiters.remove(waiter)  # type: ignore[attr-defined]
+
+
+def _server_side() -> bool:
+    """Return True when the wait is the embedded server's own (fakeredis blocking a command).
+
+    fakeredis runs inside the round trip that the run granted, and times a blocking command's
+    wait by the wall clock: parked as an actor's wait, it became a step or not depending on how
+    fast the machine was (a sub-actor's BLPOP that timed out, seen once by the fuzzer under
+    load). It is a real wait, as on a real server; the explorer sends such a call only when it
+    can be answered, or with its timeout cut to 1 ms (``helpers.instruments.blocking``).
+    """
+    caller = sys._getframe(2).f_globals.get("__name__", "")
+    return str(caller).partition(".")[0] == "fakeredis"
 
 
 def _pool_init(self: concurrent.futures.ThreadPoolExecutor, *args: Any, **kwargs: Any) -> None:
