@@ -25,6 +25,7 @@ import functools
 import gc
 import random
 import sys
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -482,15 +483,26 @@ def _verdict(ok: bool, text: str) -> str:
 
 
 def disagreements(
-    race: Race, options: dict[str, Any], examples: int = 5, workers: int = 1
+    race: Race,
+    options: dict[str, Any],
+    examples: int = 5,
+    workers: int = 1,
+    share: bool = True,
 ) -> list[str]:
     """Return how the reduced search differs from the exhaustive one ([]: they agree).
 
     workers=N runs the exhaustive search in N processes; the reduced one runs in one, so
-    that the split search is checked against the plain one too.
+    that the split search is checked against the plain one too. One of the two shares replayed
+    prefixes (``helpers.instruments.sharing``) and the other replays every schedule live, the
+    reduced one (share=True, the default) or the exhaustive one (``check`` takes turns by the
+    race's source), so that either way of sharing is checked against the plain search.
     """
-    fewer, fewer_error = _explored(race, options)
-    every, every_error = _explored(race, {**options, "reduce": False, "workers": workers})
+    reduced_shares = share
+    fewer, fewer_error = _explored(race, {**options, "share_prefixes": reduced_shares})
+    every, every_error = _explored(
+        race,
+        {**options, "reduce": False, "workers": workers, "share_prefixes": not reduced_shares},
+    )
     if fewer_error or every_error:
         if fewer_error.split(":")[0] == every_error.split(":")[0]:
             return []  # both refused the race alike
@@ -547,7 +559,8 @@ class Disagreement(RaceLabError, AssertionError):
 
 def check(lab: Lab, program: Program, workers: int = 1) -> None:
     """Raise Disagreement, with the race as runnable Python, unless both searches agree."""
-    found = disagreements(program.race(lab), program.options, workers=workers)
+    share = zlib.crc32(program.source.encode()) % 2 == 0  # which search shares prefixes
+    found = disagreements(program.race(lab), program.options, workers=workers, share=share)
     if found:
         raise Disagreement(
             "reduced and exhaustive searches disagree:\n"

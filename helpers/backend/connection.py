@@ -14,7 +14,8 @@ the keyword argument ``racelab_wiring``. For every command, in this order:
 3. **delay** (``Wiring.rtt_s``): the client's network delay is waited;
 4. the bytes are written; each reply (or the error it carried) is reported to the mode, which
    counts failed conditional writes (retries); a reply that does not come in time is ``NoReply``,
-   naming the server;
+   naming the server. A search that shares replayed prefixes (the mode's ``replies``) records
+   each reply, and answers a round trip it replays from that record instead of writing it;
 5. **work counter** (``Wiring.tally``, embedded only): the server counts every command it runs,
    a script's ``redis.call`` included (``count_work``);
 6. **replies**: on the embedded backend the socket is fakeredis with Redis 8.4's ``SET IF*``
@@ -119,6 +120,10 @@ class LabConnection(_Transport):
             None  # last pack_command(s) and its commands
         )
         self._awaiting: deque[Command] = deque()  # commands written whose replies are not read
+        # The last round trip's replies: recorded by (_recording), or answered from (_replayed),
+        # a search's shared prefixes (the mode's ``replies``; module docstring, 4).
+        self._recording: Any = None
+        self._replayed: Any = None
 
     # -- the handshake -----------------------------------------------------------------------
 
@@ -162,6 +167,7 @@ class LabConnection(_Transport):
     def disconnect(self, *args: Any, **kwargs: Any) -> None:
         """Close the socket; replies still awaited will never come."""
         self._awaiting.clear()
+        self._recording = self._replayed = None
         super().disconnect(*args, **kwargs)
 
     # -- 1. guard ----------------------------------------------------------------------------
@@ -234,6 +240,7 @@ class LabConnection(_Transport):
     def send_packed_command(self, command: Any, check_health: bool = True) -> None:
         """Write one round trip, after the guard, the mode and the delay (module docstring)."""
         if not self._handshakes:
+            self._recording = self._replayed = None
             commands = self._commands_in(command)
             if commands:
                 mode = self.wiring.mode
@@ -244,6 +251,13 @@ class LabConnection(_Transport):
                 if self.wiring.rtt_s > 0:
                     mode.delay(self.wiring.rtt_s)
                 self._awaiting.extend(commands)
+                replies = mode.replies
+                if replies is not None and replies.replayed(commands):
+                    if not self._sock:  # as redis-py's own send would
+                        self.connect_check_health(check_health=False)
+                    self._replayed = replies  # answered from the record: nothing is written
+                    return
+                self._recording = replies
         try:
             super().send_packed_command(command, check_health)
         except ServerUnavailable:
@@ -257,11 +271,33 @@ class LabConnection(_Transport):
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         """Read one reply and report it (or the error it carried) to the mode."""
+        if self._replayed is not None and not self._handshakes:
+            raised, reply = self._replayed.next_reply()
+            self._answered(reply)
+            if raised:
+                raise reply
+            return reply
+        recording = None if self._handshakes else self._recording
         try:
-            reply = super().read_response(*args, **kwargs)
+            reply = self._read_reply(*args, **kwargs)
         except redis.ResponseError as exc:
+            if recording is not None:
+                recording.heard(True, exc)
             self._answered(exc)
             raise
+        except BaseException:
+            if recording is not None:  # a reply the record cannot hold: the prefix ends here
+                recording.broken()
+            raise
+        if recording is not None:
+            recording.heard(False, reply)
+        self._answered(reply)
+        return reply
+
+    def _read_reply(self, *args: Any, **kwargs: Any) -> Any:
+        """Read one reply from the transport; timeouts and drops name the server."""
+        try:
+            return super().read_response(*args, **kwargs)
         except NoReply:
             raise
         except redis.TimeoutError as exc:
@@ -270,8 +306,6 @@ class LabConnection(_Transport):
             if dropped(exc):
                 raise unavailable(self._where(), exc) from exc
             raise
-        self._answered(reply)
-        return reply
 
     def _answered(self, reply: Any) -> None:
         if self._handshakes:

@@ -150,6 +150,13 @@ class Mode:
             with self._lock:
                 self.stats.retries += 1
 
+    @property
+    def replies(self) -> Any:
+        """Return what answers a replayed round trip from a record instead of writing it (a
+        search's shared prefixes, ``helpers.instruments.sharing``, through the gated mode), or
+        None: every round trip is written."""
+        return None
+
     def describe(self) -> str:
         """Return a short description for printing."""
         return self.name

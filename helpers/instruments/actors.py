@@ -172,6 +172,12 @@ class Gate(Mode):
         if self.run is not None:
             self.run.reply(self.actor, reply)
 
+    @property
+    def replies(self) -> Any:
+        """Return the search's shared prefixes while a run holds this client (Mode.replies)."""
+        run = self.run
+        return run.sharing if run is not None else None
+
 
 class _Watchdog:
     """Interrupts the main thread when an actor greenlet runs STEP_TIMEOUT_S without parking.
@@ -360,6 +366,7 @@ class Actors:
         self._cond = threading.Condition()
         self._closing = False
         self._steady: bool | None = None  # WATCHDOG.steady(), asked at this run's first switch
+        self.sharing: Any = None  # a search's shared prefixes (helpers.instruments.sharing)
 
     # --- the actors' side (their own threads or greenlets) -------------------------------------
 
@@ -400,6 +407,11 @@ class Actors:
                 "client, another library's connection)? An actor must act through Redis.",
                 reason=Refusal.NO_ROUND_TRIP,
             )
+
+    @property
+    def threaded(self) -> bool:
+        """Return True once some actor started a thread (a sub-actor)."""
+        return self._threaded
 
     def sender(self, name: str) -> ActorState:
         """Return the state of who sends through name's client now: name, or its sub-actor."""

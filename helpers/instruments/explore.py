@@ -93,6 +93,7 @@ from helpers.instruments.schedule import (
     schedule_names,
     schedule_text,
 )
+from helpers.instruments.sharing import PrefixSharing, why_not
 from helpers.instruments.spec import ExploreOptions, RaceDefinitionError, RaceSpec
 from helpers.instruments.workers import map_in_workers, refuse_unless_possible
 
@@ -147,6 +148,11 @@ class Exploration:
         default_factory=list, repr=False
     )  # step names, as the search tries them
     judged: list[str] = field(default_factory=list, repr=False)  # the clients (not clocks)
+    # Prefix sharing (helpers.instruments.sharing): steps answered from an earlier replay's
+    # record and steps run live, in every replay; or why every replay ran live.
+    shared_steps: int = field(default=0, repr=False)
+    live_steps: int = field(default=0, repr=False)
+    sharing_off: str = field(default="", repr=False)
     _classes: dict[str, str] = field(default_factory=dict, repr=False)
     _named: int = field(default=0, repr=False)  # outcomes[:_named] have their class in _classes
     _weights: dict[str, int] | None = field(default=None, repr=False)  # class rep: its orders
@@ -408,6 +414,9 @@ def explore(
     workers=N (default 1) splits the search across N forked processes, each on its own copy of
     the embedded server, and merges their outcomes: the same schedules, classes and counts
     (``helpers.instruments.workers``; refused on a real server).
+    share_prefixes (on by default) answers the round trips a replay shares with the one before
+    from that replay's record, on the embedded backend, where the race allows it
+    (``helpers.instruments.sharing``; ``Exploration.sharing`` says which ran how).
     An exploration in which every client raised or did not finish, in every schedule, raises
     NoVerdict: the invariant judged nothing.
     """
@@ -448,12 +457,15 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
             search = dpor.Search(order, bool(options.reduce), options.preemptions)
             deadline = None if budget_s is None else time.monotonic() + budget_s
             steps = _Faults(kinds, bound, server)
+            sharing = _Sharing()
             if options.workers > 1:
                 outcomes, pruned = _search_in_workers(
-                    spec, options, connections, search, steps, deadline
+                    spec, options, connections, search, steps, deadline, sharing
                 )
             else:
-                outcomes, pruned = _search(spec, options, connections, search, steps, deadline)
+                outcomes, pruned = _search(
+                    spec, options, connections, search, steps, deadline, None, sharing
+                )
             if outcomes is not None:
                 break
         else:
@@ -480,6 +492,9 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
         order=order,
         judged=clients,
         budget_s=budget_s if search.stopped else None,
+        shared_steps=sharing.shared_steps,
+        live_steps=sharing.live_steps,
+        sharing_off=sharing.off,
     )
     if outcomes and clients and not found.evidence():
         raise NoVerdict(
@@ -518,6 +533,7 @@ class _RunReplay:
     run: ScheduleRun
     faults: _Faults
     repeated: tuple[tuple[Any, ...], int] = ((), 0)
+    sharing: PrefixSharing | None = None
 
     @property
     def names(self) -> list[str]:
@@ -526,6 +542,8 @@ class _RunReplay:
 
     def options(self) -> list[str]:
         """Return the actors that can send now (a waiting one cannot), then the fault steps."""
+        if self.sharing is not None and self.sharing.diverged:
+            return []  # the replay left its record: it stops here, to be run again live
         runnable = self.run.runnable
         return runnable + self.faults.options(self.run) if runnable else []
 
@@ -539,6 +557,8 @@ class _RunReplay:
 
     def step(self, name: str) -> Footprint:
         """Run actor name's next round trip, or a fault step ("A!", ...); return its footprint."""
+        if self.sharing is not None:
+            self.sharing.before_step(len(self.run.names), *self.run.share_point())
         if fault_steps.apply(self.run, name, self.faults.server):
             self.repeated = ((), 0)
         else:
@@ -563,6 +583,8 @@ class _RunReplay:
 
     def waiting(self) -> dict[str, Footprint]:
         """Return the actors still waiting at the end, and what their calls would touch."""
+        if self.sharing is not None and self.sharing.diverged:
+            return {}
         return self.run.next_footprints() if self.run.blocked else {}
 
 
@@ -588,6 +610,30 @@ def _collect_between_replays() -> Iterator[None]:
         gc.collect()
 
 
+@dataclass
+class _Sharing:
+    """How a search's replays ran: steps answered from the record and run live, or why live."""
+
+    shared_steps: int = 0
+    live_steps: int = 0
+    off: str = ""  # why every replay ran live ('' when prefixes were shared)
+
+
+def _sharing(
+    spec: RaceSpec,
+    options: ExploreOptions,
+    connections: Connections,
+    faults: _Faults,
+    stats: _Sharing,
+) -> PrefixSharing | None:
+    """Return a PrefixSharing for this search, or None (the reason in stats.off)."""
+    if not options.share_prefixes:
+        stats.off = "share_prefixes=False"
+        return None
+    stats.off = why_not(spec.lab, dict(spec.actors), faults.bound, connections.servers.names)
+    return None if stats.off else PrefixSharing(spec.lab.fake_server)
+
+
 def _search(
     spec: RaceSpec,
     options: ExploreOptions,
@@ -596,6 +642,7 @@ def _search(
     faults: _Faults,
     deadline: float | None = None,
     loaded_by: list[str] | None = None,
+    stats: _Sharing | None = None,
 ) -> tuple[list[Outcome] | None, int]:
     """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
 
@@ -609,6 +656,9 @@ def _search(
     assert invariant is not None  # explore_spec refuses a race without one
     outcomes: list[Outcome] = []
     pruned = 0
+    stats = stats if stats is not None else _Sharing()
+    sharing = _sharing(spec, options, connections, faults, stats)
+    shared = 0  # steps this replay shares with the last one (where the search backtracked to)
     while True:
         replays = len(outcomes) + pruned
         if replays and replays % COLLECT_EVERY == 0:
@@ -628,10 +678,31 @@ def _search(
             observe=False,
             footprints=footprints,
             runner=RUNNER,
+            sharing=sharing,
         ) as run:
             if faults.server is not None:
                 faults.server.begin(run)
-            complete = dpor.replay(search, _RunReplay(run, faults), max_steps)
+            if sharing is not None:
+                sharing.begin(shared)
+            try:
+                complete = dpor.replay(search, _RunReplay(run, faults, sharing=sharing), max_steps)
+            except Exception:
+                if sharing is None or not sharing.diverged:
+                    raise
+            finally:
+                if sharing is not None:
+                    sharing.end()
+            if sharing is not None and sharing.diverged:  # run it again live, and the rest too
+                stats.off = (
+                    "an actor sent other values in a replayed prefix (a random token, say): "
+                    "every replay after it ran live"
+                )
+                stats.shared_steps += sharing.shared_steps
+                stats.live_steps += sharing.live_steps
+                sharing = None
+                if faults.server is not None:
+                    faults.server.end()
+                continue
             # A script loaded for the first time, or a server first dialed (its faults are new
             # steps), is state no reset restores: the search starts again with it.
             if connections.servers.new_found() or run.new_global_state:
@@ -669,8 +740,13 @@ def _search(
                 pruned += 1
             if faults.server is not None:
                 faults.server.end()
-        if search.next_prefix() is None:
+        depth = search.next_prefix()
+        if sharing is not None:
+            stats.shared_steps, sharing.shared_steps = stats.shared_steps + sharing.shared_steps, 0
+            stats.live_steps, sharing.live_steps = stats.live_steps + sharing.live_steps, 0
+        if depth is None:
             return outcomes, pruned
+        shared = depth
 
 
 def _too_many(reduce: bool, max_schedules: int) -> TooManySchedules:
@@ -692,6 +768,7 @@ def _search_in_workers(
     search: dpor.Search,
     faults: _Faults,
     deadline: float | None,
+    stats: _Sharing,
 ) -> tuple[list[Outcome] | None, int]:
     """Search as ``_search`` does, split into subtrees run in options.workers processes.
 
@@ -709,22 +786,27 @@ def _search_in_workers(
     if prefixes is None:
         return None, 0
 
-    def work(prefix: list[str]) -> tuple[list[Outcome] | None, int, bool, bool, list[str]]:
+    def work(
+        prefix: list[str],
+    ) -> tuple[list[Outcome] | None, int, bool, bool, list[str], _Sharing]:
         part = dpor.Search(search.order, search.reduce, search.bound, forced=prefix)
         loaded_by: list[str] = []
-        found, pruned = _search(spec, options, connections, part, faults, deadline, loaded_by)
-        return found, pruned, part.bounded, part.stopped, loaded_by
+        shared = _Sharing()
+        found, pruned = _search(
+            spec, options, connections, part, faults, deadline, loaded_by, shared
+        )
+        return found, pruned, part.bounded, part.stopped, loaded_by, shared
 
     outcomes: list[Outcome] = []
     pruned = 0
     replays = [0]
 
-    def done(result: tuple[list[Outcome] | None, int, bool, bool, list[str]]) -> None:
+    def done(result: tuple[list[Outcome] | None, int, bool, bool, list[str], _Sharing]) -> None:
         replays[0] += len(result[0] or ()) + result[1]
         tick(replays[0])  # the workers' own progress is silent
 
     found_in = map_in_workers(work, prefixes, options.workers, done)
-    for found, cut, bounded, stopped, loaded_by in found_in:
+    for found, cut, bounded, stopped, loaded_by, shared in found_in:
         if found is None:  # replay here what loaded it, so that this server has it too
             _probe(spec, connections, search, faults, footprints, loaded_by)
             return None, 0
@@ -732,6 +814,9 @@ def _search_in_workers(
         pruned += cut
         search.bounded |= bounded
         search.stopped |= stopped
+        stats.shared_steps += shared.shared_steps
+        stats.live_steps += shared.live_steps
+        stats.off = shared.off
     if len(outcomes) + pruned > options.max_schedules:
         raise _too_many(search.reduce, options.max_schedules)
     return outcomes, pruned

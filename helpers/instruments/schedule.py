@@ -491,6 +491,7 @@ class ScheduleRun:
         *,
         footprints: bool = False,
         runner: str = "thread",
+        sharing: Any = None,
     ) -> None:
         if runner not in ("thread", "greenlet"):
             raise ValueError(f"runner must be 'thread' or 'greenlet', got {runner!r}")
@@ -513,6 +514,7 @@ class ScheduleRun:
             lab, self.observer, self._connections.node, self._connections.loaded, self.clock,
             runner == "greenlet", table, self.short, self._connections.servers,
         )  # fmt: skip
+        self._actors.sharing = sharing  # a search's shared prefixes (explore), else None
         self.actors = self._actors.states
         # What faults and the search read of a run: its keys (reset, then watched, each once),
         # the scripts and libraries loaded (this run's first loads apart), refused round trips.
@@ -648,6 +650,17 @@ class ScheduleRun:
             command, server = self._started, servers.label(state.server) if servers.names else ""
         text = TIMED_OUT if reply is TIMED_OUT else format_value(reply, self.short)
         return self.add_row(name, command, text, server)
+
+    def share_point(self) -> tuple[bool, bool]:
+        """Return (clean, spoilt) before the next step, for a search sharing prefixes
+        (``helpers.instruments.sharing``): clean when no actor has a WATCH or MULTI open;
+        spoilt, for the rest of the run, once an actor waits on a blocking call or a thread
+        (whose parking reads the server) or started a thread."""
+        states = self.actors.values()
+        spoilt = self.waited or self._actors.threaded
+        spoilt = spoilt or any(s.call is not None or s.wait is not None for s in states)
+        clean = not any(s.gate is not None and s.gate.open_state for s in states)
+        return clean, spoilt
 
     def _stand_in(self, name: str) -> str:
         """Return name, or the first sub-actor of name that can run while name waits for it."""

@@ -112,7 +112,8 @@ class ExploreOptions:
     schedules; preemptions=N keeps to CHESS's bound instead; faults and max_faults add fault
     steps (``helpers.instruments.faults``); budget_s stops a search with a partial answer;
     classes=True records footprints in an exhaustive search too; keep_traces=False keeps no
-    way to replay a schedule for its trace.
+    way to replay a schedule for its trace; share_prefixes=False runs every replay live (see
+    ``helpers.instruments.sharing``).
     """
 
     reduce: bool | None = None
@@ -125,6 +126,7 @@ class ExploreOptions:
     keep_traces: bool = True
     classes: bool = False
     workers: int = 1
+    share_prefixes: bool = True
 
     def __post_init__(self) -> None:
         if self.preemptions is not None and (

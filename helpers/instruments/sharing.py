@@ -1,0 +1,202 @@
+"""Prefix sharing: a replay answers the steps it shares with the last one from that replay's record.
+
+A stateless search (``helpers.instruments.explore``) replays every schedule from the start, and
+each replay repeats a prefix an earlier one already ran: in 2 actors of 8 round trips, 205,920
+steps are replayed for 48,618 distinct prefixes. With ``PrefixSharing`` (embedded backend only)
+the actors' code still runs through the shared prefix, through redis-py exactly as a library's
+does, but its round trips are not written: each reply comes from the record of the replay that
+ran that prefix (``LabConnection`` asks its mode's ``replies``). Where the replay leaves the
+record, the embedded server's keyspace is put back as it was at that point (a copy kept when
+that replay passed it), and the rest runs live, recorded for the next replay.
+
+A point can be shared only when nothing but the keyspace carries the past: every actor is
+parked between round trips with no WATCH or MULTI open on its connection, none waits on a
+blocking call or a thread, no actor started a thread, and no round trip so far changed a
+connection's or the server's own state (``SELECT``, ``CLIENT``, ``CONFIG``, ``SCRIPT``...).
+Before the first point that is not, the replay shares its prefix; from it on, it runs live.
+A race with clocks or fault steps, several servers, a real server, or an embedded server
+holding more than ``MAX_KEYS`` keys runs every replay live (``why_not`` says why).
+
+A replayed round trip must send what the record says it sent. An actor that sends another
+value on each replay (a lock's random token) would be answered with the last replay's values,
+so the replay is discarded and run again live, and so is every replay of the search after it
+(``diverged``; ``explore._search``).
+"""
+
+from __future__ import annotations
+
+import copy
+import heapq
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+from helpers.backend.modes import Command, command_name
+from helpers.instruments.dpor import NotDeterministic
+
+MAX_KEYS = 256  # an embedded server holding more keys is not copied at every step: live replays
+# Round trips that change what the keyspace does not hold: a connection's state, or the server's.
+STATEFUL = frozenset(
+    (
+        "SELECT", "CLIENT", "HELLO", "AUTH", "RESET", "READONLY", "READWRITE", "ASKING",
+        "SUBSCRIBE", "PSUBSCRIBE", "SSUBSCRIBE", "UNSUBSCRIBE", "PUNSUBSCRIBE", "SUNSUBSCRIBE",
+        "MONITOR", "CONFIG", "SCRIPT", "FUNCTION", "DEBUG", "ACL", "SWAPDB", "QUIT",
+        "REPLICAOF", "SLAVEOF", "FAILOVER", "SHUTDOWN", "SAVE", "BGSAVE", "BGREWRITEAOF",
+    )
+)  # fmt: skip
+
+
+def why_not(lab: Any, actors: dict[str, Any], faults: int, servers: Sequence[str]) -> str:
+    """Return why a search of these actors must replay live, or '' when it may share prefixes."""
+    from helpers.instruments.schedule import Clock  # (schedule imports the search's parts)
+
+    if lab.kind != "embedded":
+        return f"a {lab.kind} server's state cannot be put back in process"
+    if any(isinstance(fn, Clock) for fn in actors.values()):
+        return "a clock step acts on the server outside the actors' round trips"
+    if faults:
+        return "fault steps act on the server outside the actors' round trips"
+    if servers:
+        return "the actors dial further servers"
+    keys = sum(len(db._dict) for db in lab.fake_server.dbs.values())
+    if keys > MAX_KEYS:
+        return f"the embedded server holds {keys:,} keys (copied at every step above {MAX_KEYS})"
+    return ""
+
+
+class _Step:
+    """One step of the last replay: what it sent, what it heard, the keyspace before it."""
+
+    __slots__ = ("sent", "heard", "before")
+
+    def __init__(self, before: dict[int, dict[bytes, Any]] | None) -> None:
+        self.sent: list[list[Command]] = []
+        self.heard: list[tuple[bool, Any]] = []  # (raised, reply or ResponseError), read order
+        self.before = before  # the keyspace before this step, when it could be shared
+
+
+class PrefixSharing:
+    """The record of the last replay, and the replay in progress (see the module docstring)."""
+
+    def __init__(self, server: Any) -> None:
+        self.server = server  # the embedded FakeServer
+        self.steps: list[_Step] = []
+        self.canned_until = 0  # this replay's steps before this one are answered from the record
+        self.shared_steps = 0  # round trips answered from the record, in every replay
+        self.live_steps = 0
+        self._step: _Step | None = None
+        self._index = 0
+        self._replies: deque[tuple[bool, Any]] = deque()
+        self._sent = 0  # round trips of a replayed step checked so far
+        self._tainted = False  # this replay changed more than the keyspace: no point after shares
+        self.diverged = False  # a replayed round trip sent other commands than the record's
+
+    def begin(self, shared: int) -> None:
+        """Start a replay whose first shared steps are those of the last replay."""
+        until = min(shared, len(self.steps) - 1)  # the keyspace before step shared is kept too
+        while until > 0 and self.steps[until].before is None:
+            until -= 1
+        self.canned_until = max(until, 0)
+        self._tainted, self._index, self._step, self._sent = False, 0, None, 0
+
+    def before_step(self, index: int, clean: bool, spoilt: bool) -> None:
+        """Called before step index runs (``ScheduleRun.share_point``: clean, nothing but the
+        keyspace carries the past now; spoilt, nothing will for the rest of the replay)."""
+        self._index, self._sent = index, 0
+        self._tainted = self._tainted or spoilt
+        if index < self.canned_until:
+            self._step = self.steps[index]
+            self._replies = deque(self._step.heard)
+            self.shared_steps += 1
+            return
+        before = None
+        if index == self.canned_until and index > 0:
+            before = self.steps[index].before
+            assert before is not None  # begin() stops only where one was kept
+            _restore(self.server, before)
+        elif clean and not self._tainted and index > 0:
+            before = _copy(self.server)
+        del self.steps[index:]
+        self._step = _Step(before)
+        self.steps.append(self._step)
+        self.live_steps += 1
+
+    # --- what a gated connection asks (``Mode.replies``) ---------------------------------------
+
+    def replayed(self, commands: list[Command]) -> bool:
+        """Return True when this round trip is answered from the record (it is not written)."""
+        step = self._step
+        if step is None:  # not inside a step (a reset, a handshake): live, unrecorded
+            return False
+        if self._index >= self.canned_until:
+            step.sent.append(list(commands))
+            if any(command_name(c) in STATEFUL for c in commands):
+                self._tainted = True
+            return False
+        expected = step.sent[self._sent] if self._sent < len(step.sent) else None
+        self._sent += 1
+        if self.diverged or expected != list(commands):
+            # Another value than last time (a random token): the record does not answer it.
+            # Sent live to a server in the wrong state, it starts a replay the search discards
+            # (the actors stop at their next step) and runs again live (``explore._search``).
+            self.diverged = True
+            return False
+        return True
+
+    def next_reply(self) -> tuple[bool, Any]:
+        """Return the next recorded reply of a replayed step: (raised, reply or a fresh error)."""
+        if not self._replies:  # more than last time: only after a divergence, so any will do
+            self.diverged = True
+            return True, NotDeterministic("the replay left its record")
+        raised, reply = self._replies.popleft()
+        return raised, _fresh(reply)
+
+    def heard(self, raised: bool, reply: Any) -> None:
+        """Record a live reply (or the ResponseError it carried) of the step in progress."""
+        if self._step is not None and self._index >= self.canned_until:
+            self._step.heard.append((raised, _fresh(reply)))
+
+    def broken(self) -> None:
+        """A live round trip failed outside the protocol (its connection dropped): no point after
+        this one is shared."""
+        self._tainted = True
+
+    def end(self) -> None:
+        """End the replay: no step is in progress."""
+        self._step = None
+
+
+def _fresh(value: Any) -> Any:
+    """Return a copy of a reply that no caller's change to it can reach the record through."""
+    if isinstance(value, (bytes, str, int, float)) or value is None:
+        return value
+    if isinstance(value, list):
+        return [_fresh(v) for v in value]
+    if isinstance(value, BaseException):
+        return copy.copy(value)  # raised again: a new traceback, not one that grows
+    return copy.deepcopy(value)
+
+
+def _copy(server: Any) -> dict[int, dict[bytes, Any]]:
+    """Return a copy of the embedded server's keyspace: every database's items and expiries."""
+    return {n: {k: _item(v) for k, v in db._dict.items()} for n, db in server.dbs.items()}
+
+
+def _item(item: Any) -> Any:
+    clone = copy.copy(item)
+    if not isinstance(item.value, (bytes, int, float)):
+        clone.value = copy.deepcopy(item.value)
+    return clone
+
+
+def _restore(server: Any, keyspace: dict[int, dict[bytes, Any]]) -> None:
+    """Put the embedded server's keyspace back to a copy made by ``_copy`` (which stays intact)."""
+    for n in list(server.dbs):
+        if n not in keyspace:
+            server.dbs[n]._dict.clear()
+            server.dbs[n]._expiry_heap.clear()
+    for n, items in keyspace.items():
+        db = server.dbs[n]
+        db._dict = {k: _item(v) for k, v in items.items()}
+        db._expiry_heap = [(v.expireat, k) for k, v in db._dict.items() if v.expireat is not None]
+        heapq.heapify(db._expiry_heap)
