@@ -8,6 +8,10 @@ for each (actors that never conflict). A cell is run three ways where the code h
   reduction runs its default);
 * ``reduce``: one schedule per class of equivalent schedules (``explore(..., reduce=True)``, the
   default), which answers for every schedule;
+* ``exhaustive, live`` and ``reduce, live``: the same with every replay run live
+  (``share_prefixes=False``), against the default, which answers the steps a replay shares
+  with the one before from that replay's record (``helpers.instruments.sharing``); the row's
+  ``shared`` column is the share of steps so answered;
 * ``preemptions=2``: every schedule with at most 2 preemptions (``explore(..., preemptions=2)``);
 * ``exhaustive, N workers`` (``--workers N``, default the core count; none at 1): the exhaustive
   search split across N processes (``explore(..., workers=N)``), same schedules;
@@ -59,7 +63,9 @@ CELLS: dict[str, tuple[int, int, str]] = {
 }
 WAYS: dict[str, dict[str, Any]] = {
     "exhaustive": {"reduce": False},
+    "exhaustive, live": {"reduce": False, "share_prefixes": False},
     "reduce": {"reduce": True},
+    "reduce, live": {"reduce": True, "share_prefixes": False},
     "preemptions=2": {"preemptions": 2},
 }
 MAX_SCHEDULES = 20_000
@@ -141,6 +147,8 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
             "seconds": round(seconds, 3),
             "cpu_seconds": round(cpu, 3),
             "runs_per_s": round(runs / seconds, 1),
+            "shared_steps": getattr(found, "shared_steps", None),
+            "live_steps": getattr(found, "live_steps", None),
         }
 
 
@@ -243,7 +251,16 @@ def _line(row: dict[str, Any]) -> str:
         f"  load {row['load'][0]:.2f}-{row['load'][1]:.2f}"
         f"{'' if row.get('complete', True) else '  (bounded)'}"
         + (f"  {row['us_per_round_trip']} us per round trip" if "us_per_round_trip" in row else "")
+        + _shared(row)
     )
+
+
+def _shared(row: dict[str, Any]) -> str:
+    """Return the share of steps answered from a record ('' when the tree has no sharing)."""
+    shared, live = row.get("shared_steps"), row.get("live_steps")
+    if shared is None or live is None or not shared + live:
+        return ""
+    return f"  shared {shared / (shared + live):.0%} of {shared + live:,} steps"
 
 
 def provenance(argv: list[str], load_before: tuple[float, ...]) -> dict[str, Any]:

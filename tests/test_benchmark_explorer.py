@@ -23,6 +23,12 @@ def test_one_cell_on_embedded_gives_every_way_and_its_provenance(tmp_path: Path)
     assert rows["reduce"]["runs"] == rows["reduce"]["classes"] == 34
     assert rows["reduce"]["schedules"] == 70  # the classes answer for every schedule
     assert rows["preemptions=2"]["schedules"] == 26 and rows["preemptions=2"]["complete"] is False
+    # Sharing prefixes answers some steps from a record; the live ways run every step live.
+    assert rows["exhaustive"]["shared_steps"] > 0 and rows["reduce"]["shared_steps"] > 0
+    for way in ("exhaustive", "reduce"):
+        live = rows[f"{way}, live"]
+        assert live["shared_steps"] == 0 and live["schedules"] == rows[way]["schedules"]
+        assert live["live_steps"] == 0  # counted only where prefixes were shared
     assert {"date", "commit", "load_average", "cpu_count"} <= set(data["provenance"])
     assert {"redis_py", "fakeredis", "server"} <= set(data["provenance"])
     # Two processes run the same schedules; their CPU time counts (the workers' too).

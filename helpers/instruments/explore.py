@@ -57,6 +57,13 @@ MAX_RESTARTS times). The suite's own scripts are loaded before the first replay.
 
 ``workers=N`` splits a search into subtrees at its first steps and runs them in N processes
 (``_search_in_workers``); ``workers=1``, the default, is the plain search it is tested against.
+
+Shared prefixes: each replay repeats the steps before the depth the search backtracked to. On
+the embedded backend those round trips are answered from the record of the replay before, and
+the keyspace is put back where the replay leaves it (``helpers.instruments.sharing``; the
+actors' code still runs, through redis-py). ``share_prefixes=False`` replays every step live,
+the plain search the fuzzer checks it against; ``Exploration.sharing_off`` says why a search
+ran live.
 """
 
 from __future__ import annotations
@@ -558,7 +565,7 @@ class _RunReplay:
     def step(self, name: str) -> Footprint:
         """Run actor name's next round trip, or a fault step ("A!", ...); return its footprint."""
         if self.sharing is not None:
-            self.sharing.before_step(len(self.run.names), *self.run.share_point())
+            self.sharing.before_step(len(self.run.names), self.run.share_point)
         if fault_steps.apply(self.run, name, self.faults.server):
             self.repeated = ((), 0)
         else:

@@ -478,9 +478,10 @@ class ScheduleRun:
     step is a switch; see ``helpers.instruments.actors``). In a race with a ``time_passes`` step
     the run is *lazy*: a client starts at its first step, not when the run opens, so the code
     before its first round trip reads the time of that step (its first step runs that code and
-    sends the round trip; what it touches is known only then, so it counts as everything). Fault steps ("A!", "A~", "restart",
-    "failover") are ``helpers.instruments.faults``'s: they act through ``client``, ``kill``,
-    ``record`` and ``add_row``.
+    sends the round trip; what it touches is known only then, so it counts as everything).
+    Fault steps ("A!", "A~", "restart", "failover") are ``helpers.instruments.faults``'s: they
+    act through ``client``, ``kill``, ``record`` and ``add_row``. ``sharing`` is a search's
+    ``helpers.instruments.sharing.PrefixSharing``, which the actors' gated clients ask.
     """
 
     def __init__(

@@ -28,7 +28,7 @@ from __future__ import annotations
 import copy
 import heapq
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from helpers.backend.modes import Command, command_name
@@ -99,16 +99,18 @@ class PrefixSharing:
         self.canned_until = max(until, 0)
         self._tainted, self._index, self._step, self._sent = False, 0, None, 0
 
-    def before_step(self, index: int, clean: bool, spoilt: bool) -> None:
-        """Called before step index runs (``ScheduleRun.share_point``: clean, nothing but the
-        keyspace carries the past now; spoilt, nothing will for the rest of the replay)."""
+    def before_step(self, index: int, point: Callable[[], tuple[bool, bool]]) -> None:
+        """Called before step index runs; point() is ``ScheduleRun.share_point`` (clean: nothing
+        but the keyspace carries the past now; spoilt: nothing will for the rest of the replay),
+        asked of a live step only (a replayed one comes before a point kept clean)."""
         self._index, self._sent = index, 0
-        self._tainted = self._tainted or spoilt
         if index < self.canned_until:
             self._step = self.steps[index]
             self._replies = deque(self._step.heard)
             self.shared_steps += 1
             return
+        clean, spoilt = point()
+        self._tainted = self._tainted or spoilt
         before = None
         if index == self.canned_until and index > 0:
             before = self.steps[index].before
