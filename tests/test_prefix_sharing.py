@@ -191,6 +191,15 @@ def test_keys_outside_the_race_keep_their_values_and_a_full_server_replays_live(
     assert "keys" in full.sharing_off and full.shared_steps == 0
 
 
+def test_a_server_whose_keys_hold_many_members_replays_live(lab: Lab) -> None:
+    if lab.kind != "embedded":
+        pytest.skip("prefixes are shared on the embedded backend only")
+    key, big = lab.key("n"), lab.key("big")
+    lab.client().sadd(big, *range(sharing_module.MAX_MEMBERS + 1))
+    found = both(lab, {"A": counter(key, 1), "B": counter(key, 1)}, at_most(key, 2), watch=[key])
+    assert "members" in found.sharing_off and found.shared_steps == 0
+
+
 def test_a_copied_keyspace_is_put_back_whole_and_stays_intact(lab: Lab) -> None:
     if lab.kind != "embedded":
         pytest.skip("the embedded server's keyspace only")

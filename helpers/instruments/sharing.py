@@ -15,7 +15,8 @@ blocking call or a thread, no actor started a thread, and no round trip so far c
 connection's or the server's own state (``SELECT``, ``CLIENT``, ``CONFIG``, ``SCRIPT``...).
 Before the first point that is not, the replay shares its prefix; from it on, it runs live.
 A race with clocks or fault steps, several servers, a real server, or an embedded server
-holding more than ``MAX_KEYS`` keys runs every replay live (``why_not`` says why).
+holding more than ``MAX_KEYS`` keys or ``MAX_MEMBERS`` members runs every replay live
+(``why_not`` says why).
 
 A replayed round trip must send what the record says it sent. An actor that sends another
 value on each replay (a lock's random token) would be answered with the last replay's values,
@@ -35,6 +36,7 @@ from helpers.backend.modes import Command, command_name
 from helpers.instruments.dpor import NotDeterministic
 
 MAX_KEYS = 256  # an embedded server holding more keys is not copied at every step: live replays
+MAX_MEMBERS = 4096  # ... nor one whose hashes, lists, sets and sorted sets hold more members
 # Round trips that change what the keyspace does not hold: a connection's state, or the server's.
 STATEFUL = frozenset(
     (
@@ -58,10 +60,25 @@ def why_not(lab: Any, actors: dict[str, Any], faults: int, servers: Sequence[str
         return "fault steps act on the server outside the actors' round trips"
     if servers:
         return "the actors dial further servers"
-    keys = sum(len(db._dict) for db in lab.fake_server.dbs.values())
-    if keys > MAX_KEYS:
-        return f"the embedded server holds {keys:,} keys (copied at every step above {MAX_KEYS})"
+    items = [item for db in lab.fake_server.dbs.values() for item in db._dict.values()]
+    if len(items) > MAX_KEYS:
+        return (
+            f"the embedded server holds {len(items):,} keys (copied at every step above {MAX_KEYS})"
+        )
+    members = sum(_members(item.value) for item in items)
+    if members > MAX_MEMBERS:
+        return f"its keys hold {members:,} members (copied at every step above {MAX_MEMBERS:,})"
     return ""
+
+
+def _members(value: Any) -> int:
+    """Return how many members a value copies (a string is shared, never copied: none)."""
+    if isinstance(value, (bytes, int, float)):
+        return 0
+    try:
+        return len(value)
+    except TypeError:
+        return 1
 
 
 class _Step:
