@@ -10,9 +10,11 @@ runs live, and the Exploration says why.
 from __future__ import annotations
 
 import uuid
+from functools import partial
 from typing import Any
 
 import pytest
+from programs import watch_increment
 
 from helpers import Lab, explore, lease_expires
 from helpers.instruments import sharing as sharing_module
@@ -44,26 +46,6 @@ def counter(key: str, rounds: int):
     return actor
 
 
-def optimistic(key: str):
-    """An actor that adds one to key in a WATCH/MULTI/EXEC transaction, retrying twice."""
-
-    def actor(client):
-        for _ in range(3):
-            with client.pipeline() as pipe:
-                try:
-                    pipe.watch(key)
-                    value = int(pipe.get(key) or 0)
-                    pipe.multi()
-                    pipe.set(key, value + 1)
-                    pipe.execute()
-                    return "added"
-                except Exception as exc:  # noqa: BLE001 - WatchError: try again
-                    last = type(exc).__name__
-        return last
-
-    return actor
-
-
 def at_most(key: str, limit: int):
     def invariant(client, results) -> bool:
         return int(client.get(key) or 0) <= limit
@@ -74,7 +56,7 @@ def at_most(key: str, limit: int):
 @pytest.mark.parametrize("reduce", [False, True])
 def test_shared_prefixes_answer_every_schedule_as_live_replays_do(lab: Lab, reduce: bool) -> None:
     key = lab.key("n")
-    race = {"A": counter(key, 2), "B": optimistic(key)}
+    race = {"A": counter(key, 2), "B": partial(watch_increment, key=key)}
     found = both(lab, race, at_most(key, 2), watch=[key], reduce=reduce)
     assert found.bad_count > 0  # the lost update: a race, not a quiet one
     if lab.kind == "embedded":
