@@ -423,7 +423,8 @@ def explore(
     (``helpers.instruments.workers``; refused on a real server).
     share_prefixes (on by default) answers the round trips a replay shares with the one before
     from that replay's record, on the embedded backend, where the race allows it
-    (``helpers.instruments.sharing``; ``Exploration.sharing`` says which ran how).
+    (``helpers.instruments.sharing``; ``Exploration.shared_steps``, ``live_steps`` and
+    ``sharing_off`` say which ran how).
     An exploration in which every client raised or did not finish, in every schedule, raises
     NoVerdict: the invariant judged nothing.
     """
@@ -823,7 +824,7 @@ def _search_in_workers(
         search.stopped |= stopped
         stats.shared_steps += shared.shared_steps
         stats.live_steps += shared.live_steps
-        stats.off = shared.off
+        stats.off = stats.off or shared.off  # (a worker that ran live says why)
     if len(outcomes) + pruned > options.max_schedules:
         raise _too_many(search.reduce, options.max_schedules)
     return outcomes, pruned
