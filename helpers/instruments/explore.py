@@ -100,7 +100,7 @@ from helpers.instruments.schedule import (
     schedule_names,
     schedule_text,
 )
-from helpers.instruments.sharing import PrefixSharing, why_not
+from helpers.instruments.sharing import PrefixSharing, SharingStats, why_not
 from helpers.instruments.spec import ExploreOptions, RaceDefinitionError, RaceSpec
 from helpers.instruments.workers import map_in_workers, refuse_unless_possible
 
@@ -465,7 +465,7 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
             search = dpor.Search(order, bool(options.reduce), options.preemptions)
             deadline = None if budget_s is None else time.monotonic() + budget_s
             steps = _Faults(kinds, bound, server)
-            sharing = _Sharing()
+            sharing = SharingStats()
             if options.workers > 1:
                 outcomes, pruned = _search_in_workers(
                     spec, options, connections, search, steps, deadline, sharing
@@ -618,28 +618,19 @@ def _collect_between_replays() -> Iterator[None]:
         gc.collect()
 
 
-@dataclass
-class _Sharing:
-    """How a search's replays ran: steps answered from the record and run live, or why live."""
-
-    shared_steps: int = 0
-    live_steps: int = 0
-    off: str = ""  # why every replay ran live ('' when prefixes were shared)
-
-
 def _sharing(
     spec: RaceSpec,
     options: ExploreOptions,
     connections: Connections,
     faults: _Faults,
-    stats: _Sharing,
+    stats: SharingStats,
 ) -> PrefixSharing | None:
     """Return a PrefixSharing for this search, or None (the reason in stats.off)."""
     if not options.share_prefixes:
         stats.off = "share_prefixes=False"
         return None
     stats.off = why_not(spec.lab, dict(spec.actors), faults.bound, connections.servers.names)
-    return None if stats.off else PrefixSharing(spec.lab.fake_server)
+    return None if stats.off else PrefixSharing(spec.lab.fake_server, stats)
 
 
 def _search(
@@ -650,7 +641,7 @@ def _search(
     faults: _Faults,
     deadline: float | None = None,
     loaded_by: list[str] | None = None,
-    stats: _Sharing | None = None,
+    stats: SharingStats | None = None,
 ) -> tuple[list[Outcome] | None, int]:
     """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
 
@@ -664,7 +655,7 @@ def _search(
     assert invariant is not None  # explore_spec refuses a race without one
     outcomes: list[Outcome] = []
     pruned = 0
-    stats = stats if stats is not None else _Sharing()
+    stats = stats if stats is not None else SharingStats()
     sharing = _sharing(spec, options, connections, faults, stats)
     shared = 0  # steps this replay shares with the last one (where the search backtracked to)
     while True:
@@ -680,6 +671,8 @@ def _search(
             tick(replays)
         if replays >= max_schedules:
             raise _too_many(search.reduce, max_schedules)
+        if sharing is not None:
+            sharing.begin(shared)  # before the run opens: it resets no key when it restores
         with ScheduleRun(
             spec,
             connections=connections,
@@ -690,8 +683,6 @@ def _search(
         ) as run:
             if faults.server is not None:
                 faults.server.begin(run)
-            if sharing is not None:
-                sharing.begin(shared)
             try:
                 complete = dpor.replay(search, _RunReplay(run, faults, sharing=sharing), max_steps)
             except Exception:
@@ -705,11 +696,7 @@ def _search(
                     "an actor sent other values in a replayed prefix (a random token, say): "
                     "every replay after it ran live"
                 )
-                stats.shared_steps += sharing.shared_steps
-                stats.live_steps += sharing.live_steps
-                sharing = None
-                if faults.server is not None:
-                    faults.server.end()
+                sharing = None  # (never on with fault steps: no faults.server to end)
                 continue
             # A script loaded for the first time, or a server first dialed (its faults are new
             # steps), is state no reset restores: the search starts again with it.
@@ -749,9 +736,6 @@ def _search(
             if faults.server is not None:
                 faults.server.end()
         depth = search.next_prefix()
-        if sharing is not None:
-            stats.shared_steps, sharing.shared_steps = stats.shared_steps + sharing.shared_steps, 0
-            stats.live_steps, sharing.live_steps = stats.live_steps + sharing.live_steps, 0
         if depth is None:
             return outcomes, pruned
         shared = depth
@@ -776,7 +760,7 @@ def _search_in_workers(
     search: dpor.Search,
     faults: _Faults,
     deadline: float | None,
-    stats: _Sharing,
+    stats: SharingStats,
 ) -> tuple[list[Outcome] | None, int]:
     """Search as ``_search`` does, split into subtrees run in options.workers processes.
 
@@ -796,10 +780,10 @@ def _search_in_workers(
 
     def work(
         prefix: list[str],
-    ) -> tuple[list[Outcome] | None, int, bool, bool, list[str], _Sharing]:
+    ) -> tuple[list[Outcome] | None, int, bool, bool, list[str], SharingStats]:
         part = dpor.Search(search.order, search.reduce, search.bound, forced=prefix)
         loaded_by: list[str] = []
-        shared = _Sharing()
+        shared = SharingStats()
         found, pruned = _search(
             spec, options, connections, part, faults, deadline, loaded_by, shared
         )
@@ -809,7 +793,7 @@ def _search_in_workers(
     pruned = 0
     replays = [0]
 
-    def done(result: tuple[list[Outcome] | None, int, bool, bool, list[str], _Sharing]) -> None:
+    def done(result: tuple[list[Outcome] | None, int, bool, bool, list[str], SharingStats]) -> None:
         replays[0] += len(result[0] or ()) + result[1]
         tick(replays[0])  # the workers' own progress is silent
 

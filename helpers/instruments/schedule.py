@@ -523,11 +523,15 @@ class ScheduleRun:
         self.loaded = self._connections.loaded
         self.new_global_state = self._actors.new_global_state
         self.refused = self._actors.refused
+        # A search sharing prefixes puts the whole keyspace back when its replay leaves the
+        # record (``PrefixSharing.restores``); the steps before are answered from the record, so
+        # the keys need no reset nor setup first.
+        restores = sharing is not None and sharing.restores
         try:
-            if spec.keys:
+            if spec.keys and not restores:
                 self.observer.delete(*spec.keys)
             self._connections.servers.reset(self.loaded)
-            if spec.setup is not None:
+            if spec.setup is not None and not restores:
                 spec.setup(self.observer)
             self.initial_state = self._state()
             for name, fn in spec.actors.items():

@@ -30,6 +30,7 @@ import copy
 import heapq
 from collections import deque
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from helpers.backend.modes import Command, command_name
@@ -92,15 +93,26 @@ class _Step:
         self.before = before  # the keyspace before this step, when it could be shared
 
 
-class PrefixSharing:
-    """The record of the last replay, and the replay in progress (see the module docstring)."""
+@dataclass
+class SharingStats:
+    """How a search's replays ran: steps answered from the record and run live, or why live."""
 
-    def __init__(self, server: Any) -> None:
+    shared_steps: int = 0
+    live_steps: int = 0
+    off: str = ""  # why every replay ran live ('' when prefixes were shared)
+
+
+class PrefixSharing:
+    """The record of the last replay, and the replay in progress (see the module docstring).
+
+    It counts the steps of every replay it sees into stats, kept or thrown away.
+    """
+
+    def __init__(self, server: Any, stats: SharingStats) -> None:
         self.server = server  # the embedded FakeServer
+        self.stats = stats
         self.steps: list[_Step] = []
         self.canned_until = 0  # this replay's steps before this one are answered from the record
-        self.shared_steps = 0  # round trips answered from the record, in every replay
-        self.live_steps = 0
         self._step: _Step | None = None
         self._index = 0
         self._replies: deque[tuple[bool, Any]] = deque()
@@ -116,6 +128,12 @@ class PrefixSharing:
         self.canned_until = max(until, 0)
         self._tainted, self._index, self._step, self._sent = False, 0, None, 0
 
+    @property
+    def restores(self) -> bool:
+        """Return True when this replay starts from the record: the keyspace the server holds
+        now is replaced, at step ``canned_until``, by the copy kept there (set by ``begin``)."""
+        return self.canned_until > 0
+
     def before_step(self, index: int, point: Callable[[], tuple[bool, bool]]) -> None:
         """Called before step index runs; point() is ``ScheduleRun.share_point`` (clean: nothing
         but the keyspace carries the past now; spoilt: nothing will for the rest of the replay),
@@ -124,7 +142,7 @@ class PrefixSharing:
         if index < self.canned_until:
             self._step = self.steps[index]
             self._replies = deque(self._step.heard)
-            self.shared_steps += 1
+            self.stats.shared_steps += 1
             return
         clean, spoilt = point()
         self._tainted = self._tainted or spoilt
@@ -138,7 +156,7 @@ class PrefixSharing:
         del self.steps[index:]
         self._step = _Step(before)
         self.steps.append(self._step)
-        self.live_steps += 1
+        self.stats.live_steps += 1
 
     # --- what a gated connection asks (``Mode.replies``) ---------------------------------------
 
