@@ -6,11 +6,14 @@ equivalent schedules finds exactly the classes, and the verdicts, that every sch
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from functools import partial
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from programs import naive_limiter, take_forever
 
 from benchmarks.explorer import read_modify_write  # the actor the benchmark times
@@ -24,7 +27,7 @@ from helpers.instruments.footprint import (
     KeyTable,
     Transactions,
 )
-from helpers.instruments.schedule import lease_expires
+from helpers.instruments.schedule import lease_expires, schedule_text
 from races import dictionary, locks, ratelimit
 
 LEASE_MS = 10_000
@@ -109,6 +112,40 @@ def test_the_normal_form_moves_commuting_steps_and_keeps_conflicts() -> None:
     read, write = Footprint(frozenset({b"k"})), Footprint(frozenset({b"k"}), frozenset({b"k"}))
     assert normal_form("BAAB", [read, read, write, write], "AB") == "ABAB"  # the GETs commute
     assert normal_form("BBA", [read, write, read], "AB") == "BBA"  # A's GET reads B's write
+
+
+_STEP_NAMES = st.sampled_from(["A", "B", "C", "A!", "B~", "restart"])
+_KEYS = st.frozensets(st.sampled_from([b"k1", b"k2"]), max_size=2)
+_FOOTPRINTS = st.one_of(
+    st.just(EVERYTHING), st.builds(Footprint, _KEYS, st.frozensets(st.just(b"k1"), max_size=1))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_STEP_NAMES, _FOOTPRINTS), max_size=7), st.permutations("ABC"))
+def test_the_normal_form_is_the_least_order_that_keeps_every_conflict(
+    steps: list[tuple[str, Footprint]], order: list[str]
+) -> None:
+    """By definition, against every permutation: the least by actor order among the orders in
+    which each step still comes after every earlier step of its actor or in conflict with it."""
+    names, footprints = [n for n, _ in steps], [f for _, f in steps]
+    actor = [n[0] if n != "restart" else n for n in names]
+    rank = {a: i for i, a in enumerate(order)}
+
+    def keeps(perm: tuple[int, ...]) -> bool:
+        at = {i: p for p, i in enumerate(perm)}
+        return all(
+            at[j] < at[i]
+            for i in range(len(names))
+            for j in range(i)
+            if actor[j] == actor[i] or footprints[j].conflicts(footprints[i])
+        )
+
+    least = min(
+        (p for p in itertools.permutations(range(len(names))) if keeps(p)),
+        key=lambda p: [(rank.get(actor[i], len(rank)), names[i]) for i in p],
+    )
+    assert normal_form(names, footprints, order) == schedule_text([names[i] for i in least])
 
 
 # ------------------------------------------------------------------ the known answers, in classes

@@ -920,19 +920,23 @@ def normal_form(names: Sequence[str], steps: Sequence[Footprint], order: Sequenc
     """Return the first order, by actor order, of a schedule's steps that keeps every conflict."""
     rank = {n: i for i, n in enumerate(order)}
     actor = [fault_steps.actor_of(n) for n in names]
-    left = list(range(len(names)))
+    waits = [0] * len(names)  # how many earlier steps each step waits for (same actor, conflict)
+    after: list[list[int]] = [[] for _ in names]  # the later steps that wait for each
+    for i in range(len(names)):
+        for j in range(i):
+            if actor[j] == actor[i] or steps[j].conflicts(steps[i]):
+                waits[i] += 1
+                after[j].append(i)
+    ready = [i for i in range(len(names)) if not waits[i]]
     picked: list[str] = []
-    while left:  # take the first actor (in order) whose next step waits for no remaining one
-        candidates = [
-            i
-            for position, i in enumerate(left)
-            if not any(
-                actor[j] == actor[i] or steps[j].conflicts(steps[i]) for j in left[:position]
-            )
-        ]
-        first = min(candidates, key=lambda i: (rank.get(actor[i], len(rank)), names[i]))
+    while ready:  # take the first actor (in order) whose next step waits for no remaining one
+        first = min(ready, key=lambda i: (rank.get(actor[i], len(rank)), names[i]))
+        ready.remove(first)
         picked.append(names[first])
-        left.remove(first)
+        for i in after[first]:
+            waits[i] -= 1
+            if not waits[i]:
+                ready.append(i)
     return schedule_text(picked)
 
 

@@ -38,6 +38,7 @@ restart, failover or a server's crash touches everything.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -238,6 +239,7 @@ def server_fault(step: str) -> Fault | None:
     return SERVER_KINDS.get(found[1]) if found else None
 
 
+@functools.lru_cache(maxsize=4096)  # a search asks about the same few step names at each step
 def kind_of(step: str) -> Fault | None:
     """Return the fault kind of a schedule step ("A!", "A~", "restart"), None for a round trip."""
     found = server_fault(step)

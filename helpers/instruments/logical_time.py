@@ -284,6 +284,7 @@ _PATCHED = {
 _LOCK = threading.Lock()
 _REPLACED: dict[int, tuple[Any, Any]] = {}  # id(original) -> (original, replacement)
 _SCANNED: set[str] = set()  # modules whose names imported from time were rebound
+_SEEN: tuple[int, str | None] = (0, None)  # sys.modules' size and last name at the last pass
 _SKIPPED = {"time", __name__}  # never rebound: the originals themselves
 _open_clocks = 0
 
@@ -305,17 +306,24 @@ def replace(original: Any, replacement: Any) -> None:
     Every module is checked now, and each module imported later when a run opens; the time
     module's own attribute is the caller's to set.
     """
+    global _SEEN
     with _LOCK:
         _REPLACED[id(original)] = (original, replacement)
         _SCANNED.clear()  # every module again: a new name to look for
+        _SEEN = (0, None)
     rebind_imported()
 
 
 def rebind_imported() -> None:
     """Rebind, in each module not checked yet, names bound to a replaced time function."""
+    global _SEEN
     with _LOCK:
-        if _SCANNED.issuperset(sys.modules):  # no module imported since (each replay opens one)
+        # No module imported since: sys.modules keeps its size and its last entry (a dict keeps
+        # insertion order). Each replay opens a clock, so this is O(1), not a pass over modules.
+        seen = (len(sys.modules), next(reversed(sys.modules), None))
+        if seen == _SEEN:
             return
+        _SEEN = seen
         for module_name, module in list(sys.modules.items()):
             if module_name in _SCANNED:
                 continue
