@@ -316,6 +316,8 @@ class LoopSlot:
     def swap(self) -> None:
         """Exchange the thread's state with the slot's (once on entry, once on the way back)."""
         loop, hooks = asyncio.events._get_running_loop(), tuple(sys.get_asyncgen_hooks())
+        if loop is self.loop and hooks == self.hooks:
+            return  # the same on both sides (a synchronous actor, the usual case): nothing moves
         asyncio.events._set_running_loop(self.loop)
         sys.set_asyncgen_hooks(*self.hooks)
         self.loop, self.hooks = loop, hooks  # type: ignore[assignment]

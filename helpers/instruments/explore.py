@@ -600,8 +600,9 @@ class _RunReplay:
 def _collect_between_replays() -> Iterator[None]:
     """Hold cyclic garbage collection during a search; ``_search`` collects between replays.
 
-    Objects older than the search are frozen meanwhile (``gc.freeze``), so that each collection
-    traverses only what the replays made. A redis-py Pipeline that an actor left WATCHing when
+    Objects older than the search are frozen meanwhile (``gc.freeze``), and so is what survives
+    each collection (the search's own tree and outcomes), so that each collection traverses only
+    what the replays made since the last: a long search's collections do not grow with it. A redis-py Pipeline that an actor left WATCHing when
     a replay stopped it sends UNWATCH from ``__del__``. A collection that ran inside a fakeredis
     command (its server lock held, e.g. the DEL that resets the keys) would wait on that lock
     forever: the fuzzer hung twice so.
@@ -662,6 +663,7 @@ def _search(
         replays = len(outcomes) + pruned
         if replays and replays % COLLECT_EVERY == 0:
             gc.collect()  # between two replays: no server call is under way
+            gc.freeze()  # what survived (the search so far) is not traversed again
         if deadline is not None and outcomes and time.monotonic() > deadline:
             search.stopped = True
             return outcomes, pruned
