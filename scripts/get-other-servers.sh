@@ -27,7 +27,7 @@ die() { echo "get-other-servers: ERROR: $*" >&2; exit 1; }
 say() { echo "get-other-servers: $*"; }
 
 # version_line BINARY -> its --version line, or nothing when it does not run.
-version_line() { "$1" --version 2>/dev/null | head -n1; }
+version_line() { "$1" --version 2>/dev/null | sed -n 1p; }  # sed reads it all: no SIGPIPE
 
 get_70() {
     if [ -x "$R70/bin/redis-server" ] && [[ "$(version_line "$R70/bin/redis-server")" == *" v=7.0."* ]]; then

@@ -42,8 +42,10 @@ at_least() {
 }
 
 # has_tls BINARY -> true when the binary was built with TLS (it links OpenSSL's libssl).
+# grep reads all of ldd's output: with -q it would stop at the match, ldd would die of SIGPIPE on
+# its next line, and pipefail would call the pipeline failed (1 time in 6 here on a busy machine).
 has_tls() {
-    ldd "$1" 2>/dev/null | grep -q 'libssl\.so'
+    ldd "$1" 2>/dev/null | grep 'libssl\.so' >/dev/null
 }
 
 good_pair_in() {
@@ -137,7 +139,7 @@ if ! build "$(nproc)" >"$WORK/build.log" 2>&1; then
 fi
 
 cp "$WORK/build/src/redis-server" "$WORK/build/src/redis-cli" "$WORK/build/src/redis-benchmark" "$DEST/"
-good_pair_in "$DEST" || die "the built redis-server is not >= $MIN: $(version_of "$DEST/redis-server")"
+good_pair_in "$DEST" || die "the built redis-server is not usable: version $(version_of "$DEST/redis-server") (need >= $MIN), TLS $(has_tls "$DEST/redis-server" && echo linked || echo 'not linked')"
 if [ -n "$CACHE" ]; then
     mkdir -p "$CACHE/bin"
     cp "$DEST/redis-server" "$DEST/redis-cli" "$DEST/redis-benchmark" "$CACHE/bin/"
