@@ -93,7 +93,10 @@ else:
 def _binary_names(args: tuple[Any, ...]) -> tuple[Any, ...]:
     """Return args with each str that is not UTF-8 (a binary key name a client decoded with
     surrogateescape) as its original bytes: hiredis's packer encodes str strictly."""
-    if all(not isinstance(a, str) or a.isascii() for a in args):
+    for a in args:  # (a loop, not all() over a generator: this runs for every command)
+        if isinstance(a, str) and not a.isascii():
+            break
+    else:
         return args
     out = []
     for a in args:

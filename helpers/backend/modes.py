@@ -60,14 +60,29 @@ _CONDITIONAL_SET = {"NX", "XX", "IFEQ", "IFNE", "IFDEQ", "IFDNE"}
 _NX_WRITES = {"HSETNX", "SETNX", "MSETNX"}  # reply 0: nothing written (the field or key existed)
 
 
+# command_name's answers for the names seen so far (a str or bytes each): asked several times
+# for every round trip an explorer replays, of a few names.
+_NAMES: dict[str | bytes, str] = {}
+_NAMES_MAX = 4096
+
+
 def command_name(args: Command) -> str:
     """Return the upper-case name of a command given as its arguments ('' for none)."""
+    try:
+        return _NAMES[args[0]]
+    except (IndexError, KeyError, TypeError, ValueError):  # none, new, unhashable (a bytearray,
+        # a writable memoryview)
+        pass
     if not args:
         return ""
     name = args[0]
-    if isinstance(name, (bytes, bytearray, memoryview)):
-        name = bytes(name).decode("latin-1")
-    return str(name).upper()
+    text = (
+        bytes(name).decode("latin-1") if isinstance(name, (bytes, bytearray, memoryview)) else name
+    )
+    upper = str(text).upper()
+    if type(name) in (bytes, str) and len(_NAMES) < _NAMES_MAX:
+        _NAMES[name] = upper
+    return upper
 
 
 def _text(arg: Any) -> str:

@@ -84,6 +84,7 @@ def on_server(footprint: Footprint, server: str) -> Footprint:
 
 
 _CLEANUP = frozenset({"UNWATCH", "DISCARD", "RESET"})  # what a stopped actor's way out sends
+_LOADS = frozenset({"EVAL", "EVAL_RO", "SCRIPT", "FUNCTION"})  # what may load a script or library
 _POOL_LOG = logging.getLogger("concurrent.futures")  # a pool worker's "Exception in worker"
 
 
@@ -184,8 +185,9 @@ class _Watchdog:
 
     A greenlet actor runs on the explorer's own thread, so one that waits for something other than
     Redis (an Event, a lock, input()) would hang the whole search. While a switch into an actor is
-    under way, one daemon thread (for the whole process, polling a few times a second, so a step
-    costs it nothing) watches the clock; past the deadline it sends SIGINT to the main thread,
+    under way, one daemon thread (for the whole process, polling a few times a second) watches
+    it: a switch only numbers itself, reading no clock, and the thread times each switch from
+    when it first sees it. Past the deadline it sends SIGINT to the main thread,
     whose KeyboardInterrupt (raised in the actor, where it waits) the run turns into a
     ScheduleError naming the actor. Where SIGINT is ignored (a background job), Python's handler
     stands in while a switch is under way. Off the main thread nothing can be interrupted, so it
@@ -194,12 +196,13 @@ class _Watchdog:
 
     def __init__(self) -> None:
         self.fired = False
-        self._since: float | None = None  # when the switch under way began
+        self._since: int | None = None  # the number of the switch under way
+        self._switches = 0  # switches numbered so far
         self._restore: Any = None  # SIGINT's disposition to put back at disarm (SIG_IGN, SIG_DFL)
         self._thread: threading.Thread | None = None
 
     def arm(self) -> bool:
-        """Start the clock for one switch; return False when it cannot watch (not the main thread)."""
+        """Watch one switch; return False when it cannot watch (not the main thread)."""
         if threading.current_thread() is not threading.main_thread():
             return False
         handler = signal.getsignal(signal.SIGINT)
@@ -208,7 +211,7 @@ class _Watchdog:
         if not callable(handler):  # ignored or left to the OS (a background job): ours meanwhile
             self._restore = handler
             signal.signal(signal.SIGINT, signal.default_int_handler)
-        self._since = time.monotonic()
+        self.start()
         if self._thread is None:
             self._thread = threading.Thread(
                 target=self._watch, daemon=True, name="racelab-watchdog"
@@ -231,8 +234,9 @@ class _Watchdog:
         self._thread, self._since, self.fired = None, None, False
 
     def start(self) -> None:
-        """Start the clock for one switch, when ``steady`` said that is all it takes."""
-        self._since = time.monotonic()
+        """Number a new switch under way, when ``steady`` said that is all it takes."""
+        self._switches += 1
+        self._since = self._switches
 
     def disarm(self) -> None:
         self._since = None
@@ -241,11 +245,14 @@ class _Watchdog:
             self._restore = None
 
     def _watch(self) -> None:
+        seen, at = None, 0.0  # the switch under way at the last look, and when first seen
         while True:
             time.sleep(min(1.0, STEP_TIMEOUT_S / 4))
-            since = self._since
-            if since is not None and time.monotonic() - since > STEP_TIMEOUT_S:
-                self.fired, self._since = True, None
+            since, now = self._since, time.monotonic()
+            if since is None or since != seen:  # none under way, or a new one since
+                seen, at = since, now
+            elif now - at > STEP_TIMEOUT_S:
+                self.fired, self._since, seen = True, None, None
                 signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGINT)
 
 
@@ -393,6 +400,8 @@ class Actors:
         """Raise ActorRefused if this round trip of name's client comes from another thread
         (a sub-actor of name's, a thread name's calls started, is name's own)."""
         state = self.states.get(name)
+        if state is not None and state.glet is not None and greenlet.getcurrent() is state.glet:
+            return  # the actor's own greenlet (every step of a greenlet run): nothing to check
         if state is not None and self.sender(name) is state:
             what = lambda: describe_round_trip(commands, self.short)  # noqa: E731 - asked on refusal
             check_sender(name, state.thread, state.glet, self.refused, what)
@@ -628,6 +637,9 @@ class Actors:
     def _note_global_state(self, commands: list[Command]) -> None:
         """Record a script or Function library loaded for the first time (server-global state)."""
         for args in commands:
+            first = command_name(args)
+            if first not in _LOADS and " " not in first:
+                continue  # (most round trips: nothing is loaded)
             if args and " " in _text(args[0]):  # redis-py sends "SCRIPT LOAD" as one argument
                 args = (*_text(args[0]).split(), *args[1:])
             name = command_name(args)

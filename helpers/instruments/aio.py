@@ -315,12 +315,12 @@ class LoopSlot:
 
     def swap(self) -> None:
         """Exchange the thread's state with the slot's (once on entry, once on the way back)."""
-        loop, hooks = asyncio.events._get_running_loop(), tuple(sys.get_asyncgen_hooks())
-        if loop is self.loop and hooks == self.hooks:
+        loop, hooks = asyncio.events._get_running_loop(), sys.get_asyncgen_hooks()
+        if loop is self.loop and hooks == self.hooks:  # (a tuple: either side compares so)
             return  # the same on both sides (a synchronous actor, the usual case): nothing moves
         asyncio.events._set_running_loop(self.loop)
         sys.set_asyncgen_hooks(*self.hooks)
-        self.loop, self.hooks = loop, hooks  # type: ignore[assignment]
+        self.loop, self.hooks = loop, tuple(hooks)  # type: ignore[assignment]
 
 
 __all__ = [

@@ -30,10 +30,13 @@ from typing import Any
 
 import redis
 
+from helpers.backend.modes import command_name
+
 Command = tuple[Any, ...]
 BLOCKED = "(blocked)"  # the result of an actor still waiting, forever, when its schedule ends
 _TIMEOUT_LAST = {"BLPOP", "BRPOP", "BZPOPMIN", "BZPOPMAX", "BRPOPLPUSH", "BLMOVE"}
 _NUMKEYS_FIRST = {"BLMPOP", "BZMPOP"}  # BLMPOP timeout numkeys key ... LEFT|RIGHT
+_BLOCKING = _TIMEOUT_LAST | _NUMKEYS_FIRST | {"XREAD", "WAIT"}  # the rest never wait
 
 
 def _text(arg: Any) -> str:
@@ -64,8 +67,10 @@ def call_of(commands: Sequence[Command]) -> Call | None:
     """Return the blocking call a round trip makes, or None (it is not one, or cannot block)."""
     if len(commands) != 1 or not commands[0]:
         return None
+    name = command_name(commands[0])
+    if name not in _BLOCKING:
+        return None
     command = tuple(commands[0])
-    name = _text(command[0]).upper()
     try:
         if name in _TIMEOUT_LAST:
             last = len(command) - 1

@@ -209,6 +209,8 @@ def advance(seconds: float) -> None:
 # --- reading: who called, and what it gets ----------------------------------------------------
 
 _WALL_MODULE: dict[str, bool] = {}  # module name -> True when its code reads wall time
+_WALL_CODE: dict[Any, bool] = {}  # the same, by the calling function's code (one lookup a call)
+_WALL_CODE_MAX = 4096
 
 
 def _caller_clock() -> Reader | None:
@@ -221,10 +223,15 @@ def _caller_clock() -> Reader | None:
     if clock is None:
         return None
     frame = sys._getframe(2)
-    name = frame.f_globals.get("__name__", "") if frame is not None else ""
-    wall = _WALL_MODULE.get(name)
+    wall = _WALL_CODE.get(frame.f_code)
     if wall is None:
-        wall = _WALL_MODULE[name] = str(name).partition(".")[0] in WALL_PACKAGES
+        name = frame.f_globals.get("__name__", "")
+        wall = _WALL_MODULE.get(name)
+        if wall is None:
+            wall = _WALL_MODULE[name] = str(name).partition(".")[0] in WALL_PACKAGES
+        if len(_WALL_CODE) >= _WALL_CODE_MAX:  # (code made at run time, e.g. by exec, is new)
+            _WALL_CODE.clear()
+        _WALL_CODE[frame.f_code] = wall
     return None if wall else clock
 
 

@@ -552,6 +552,8 @@ class ScheduleRun:
 
     def next_footprints(self) -> dict[str, Footprint]:
         """Return {actor: what its next step touches} (a timeout, if it ran now: everything)."""
+        if self._free():
+            return {n: s.footprint for n, s in self.actors.items() if not s.done}
         late = (set(self.waiting) | set(self.in_wait)) & set(self.runnable)
         return {
             n: EVERYTHING if n in late else s.footprint
@@ -606,6 +608,9 @@ class ScheduleRun:
         primitive); when all are waiting, the ones that can time out (their step is the
         timeout). Empty when the rest block forever.
         """
+        free = self._free()
+        if free is not None:
+            return free
         waiting, in_wait = self.waiting, self.in_wait
         ready = [n for n in self.unfinished if n not in waiting and n not in in_wait]
         if ready:
@@ -616,6 +621,17 @@ class ScheduleRun:
             if (n in waiting and self.actors[n].call.timeout_s > 0)  # type: ignore[union-attr]
             or (n in in_wait and self.actors[n].wait.deadline_ns is not None)  # type: ignore[union-attr]
         ]
+
+    def _free(self) -> list[str] | None:
+        """Return the unfinished actors when none waits (on a blocking call or a thread
+        primitive), the usual case, in one pass; else None."""
+        free = []
+        for n, s in self.actors.items():
+            if not s.done:
+                if s.call is not None or s.wait is not None:
+                    return None
+                free.append(n)
+        return free
 
     @property
     def blocked(self) -> list[str]:

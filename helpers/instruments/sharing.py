@@ -33,6 +33,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from fakeredis._core._database import Item  # what the embedded keyspace holds (see _item)
+
 from helpers.backend.modes import Command, command_name
 from helpers.instruments.dpor import NotDeterministic
 
@@ -220,9 +222,15 @@ def _copy(server: Any) -> dict[int, dict[bytes, Any]]:
 
 
 def _item(item: Any) -> Any:
-    clone = copy.copy(item)
-    if not isinstance(item.value, (bytes, int, float)):
-        clone.value = copy.deepcopy(item.value)
+    value = item.value
+    if not isinstance(value, (bytes, int, float)):
+        value = copy.deepcopy(value)
+    if type(item) is not Item:  # (fakeredis keeps Items: a value and its expiry, no more)
+        clone = copy.copy(item)
+        clone.value = value
+        return clone
+    clone = Item(value)
+    clone.expireat = item.expireat
     return clone
 
 
