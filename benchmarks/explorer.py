@@ -276,7 +276,7 @@ def provenance(argv: list[str], load_before: tuple[float, ...]) -> dict[str, Any
         "machine": f"{platform.system()} {platform.machine()}",
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python -m benchmarks explorer", *argv]),
-        "commit": _commit(TREE),
+        "commit": commit_of(TREE),
         "load_average": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
     }
@@ -301,7 +301,8 @@ def _server() -> str:
         return f"none: {str(exc).splitlines()[0][:120]}"
 
 
-def _commit(tree: Path) -> str:
+def commit_of(tree: Path) -> str:
+    """Return the short commit tree's checkout is at ('unknown' outside git)."""
     done = subprocess.run(
         ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
     )
@@ -366,7 +367,7 @@ def main(argv: list[str]) -> int:
         "unit": "seconds of one explore() call; complete schedules run (runs) per second",
         "max_schedules": MAX_SCHEDULES,
         "before": [str(t) for t in args.before or []] or None,
-        "before_commit": [_commit(t) for t in args.before or []] or None,
+        "before_commit": [commit_of(t) for t in args.before or []] or None,
         "provenance": runs[-1],
         "runs": runs,  # every invocation that wrote rows here (--append), oldest first
         "rows": rows,

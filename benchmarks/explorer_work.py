@@ -133,14 +133,7 @@ def _subprocess(tree: Path, cell: str, way: str) -> dict[str, Any]:
     done = subprocess.run(command, env=env, cwd=tree, capture_output=True, text=True)
     if done.returncode != 0:
         return {"tree": str(tree), "failed": (done.stderr.strip().splitlines() or ["?"])[-1][:160]}
-    return {"tree": str(tree), "commit": _commit(tree), **json.loads(done.stdout.splitlines()[-1])}
-
-
-def _commit(tree: Path) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(tree), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    return done.stdout.strip() or "unknown"
+    return {"tree": str(tree), **json.loads(done.stdout.splitlines()[-1])}
 
 
 def _show(row: dict[str, Any], top: int) -> None:
@@ -177,7 +170,10 @@ def main(argv: list[str]) -> int:
     if args.child:
         print(json.dumps(count(args.cell, args.way)))
         return 0
-    rows = [_subprocess(tree.resolve(), args.cell, args.way) for tree in [TREE, *args.before]]
+    rows = [
+        {**_subprocess(tree.resolve(), args.cell, args.way), "commit": bench.commit_of(tree)}
+        for tree in [TREE, *args.before]
+    ]
     print(f"{args.cell}, {args.way}, embedded: Python bytecodes per step of the search")
     for row in rows:
         _show(row, args.top)
@@ -186,7 +182,7 @@ def main(argv: list[str]) -> int:
         "python": platform.python_version(),
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "command": " ".join(["python -m benchmarks explorer_work", *argv]),
-        "commit": _commit(TREE),
+        "commit": bench.commit_of(TREE),
     }
     args.out.write_text(json.dumps({"provenance": provenance, "rows": rows}, indent=2) + "\n")
     return 0 if all("failed" not in row for row in rows) else 1
