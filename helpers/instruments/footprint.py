@@ -52,7 +52,12 @@ class Footprint:
         """Return True unless the two steps commute (neither writes what the other touches)."""
         if self.everything or other.everything:
             return True
-        return bool(self.writes & (other.reads | other.writes) or other.writes & self.reads)
+        writes, theirs = self.writes, other.writes  # (isdisjoint builds no set: asked ~10^6 times)
+        return not (
+            writes.isdisjoint(other.reads)
+            and writes.isdisjoint(theirs)
+            and theirs.isdisjoint(self.reads)
+        )
 
     def __or__(self, other: Footprint) -> Footprint:
         return Footprint(
