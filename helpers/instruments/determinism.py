@@ -38,7 +38,8 @@ REPLAYS = 2  # times each chosen schedule is replayed
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 HINT = (
     "does an actor read entropy (random, uuid4, os.urandom), a clock the race does not control "
-    "(the server's too: an XADD * id, TIME), or state kept from one replay to the next?"
+    "(the server's too: an XADD * id, TIME), state kept from one replay to the next, or a "
+    "Python object two actors share (the explorer takes the server as their only shared state)?"
 )
 
 

@@ -64,6 +64,18 @@ the keyspace is put back where the replay leaves it (``helpers.instruments.shari
 actors' code still runs, through redis-py). ``share_prefixes=False`` replays every step live,
 the plain search the fuzzer checks it against; ``Exploration.sharing_off`` says why a search
 ran live.
+
+States met before: where prefixes are shared, the search also keeps a graph of the states its
+live replays reached (``helpers.instruments.states``): a state is the keyspace, what each actor
+has seen so far (its round trips, their replies, the clock during its steps) and the clocks.
+Each replay is first walked through that graph, which answers the search exactly as a live
+replay would (the same actors able to run, the same footprints, the same ending); only where
+it leaves the graph does the replay run live, and a live replay that reaches a known state
+hands the rest back. ``Exploration.walked`` counts the replays that ended in the graph. In 2
+actors of 8 GET/SET steps, 12,337 of the 12,870 replays of the exhaustive search and 2,801 of
+the 3,334 of the reduced one end there. Like the reduction, this takes the server as the
+actors' only shared state: actors that also share a Python object must replay live
+(``share_prefixes=False``), and the replays after the search say so when they meet one.
 """
 
 from __future__ import annotations
@@ -102,6 +114,7 @@ from helpers.instruments.schedule import (
 )
 from helpers.instruments.sharing import PrefixSharing, SharingStats, why_not
 from helpers.instruments.spec import ExploreOptions, RaceDefinitionError, RaceSpec
+from helpers.instruments.states import End, Known, Recording, Simulated, StateGraph, Unknown
 from helpers.instruments.workers import map_in_workers, refuse_unless_possible
 
 RUNNER = "greenlet"  # replays run actors as greenlets: a step is a switch (see ScheduleRun)
@@ -160,6 +173,9 @@ class Exploration:
     shared_steps: int = field(default=0, repr=False)
     live_steps: int = field(default=0, repr=False)
     sharing_off: str = field(default="", repr=False)
+    # Replays that ended in the graph of states met before (helpers.instruments.states): no
+    # actor ran past the point where they met a known state. Included in runs and pruned.
+    walked: int = field(default=0, repr=False)
     _classes: dict[str, str] = field(default_factory=dict, repr=False)
     _named: int = field(default=0, repr=False)  # outcomes[:_named] have their class in _classes
     _weights: dict[str, int] | None = field(default=None, repr=False)  # class rep: its orders
@@ -241,7 +257,8 @@ class Exploration:
 
     @property
     def runs(self) -> int:
-        """Return how many complete schedules were run (one per class when reduce=True)."""
+        """Return how many complete schedules were run (one per class when reduce=True), those
+        walked through states met before included (``walked``)."""
         return len(self.outcomes)
 
     def names_of(self, schedule: str) -> list[str]:
@@ -503,6 +520,7 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
         shared_steps=sharing.shared_steps,
         live_steps=sharing.live_steps,
         sharing_off=sharing.off,
+        walked=sharing.walked,
     )
     if outcomes and clients and not found.evidence():
         raise NoVerdict(
@@ -658,10 +676,14 @@ def _search(
     pruned = 0
     stats = stats if stats is not None else SharingStats()
     sharing = _sharing(spec, options, connections, faults, stats)
-    shared = 0  # steps this replay shares with the last one (where the search backtracked to)
+    graph = StateGraph() if sharing is not None else None
+    lived: list[str] = []  # the steps of the last live replay (what sharing's record holds)
+    live_from = 0  # the walk through the graph left it after this many steps
+    ran = 0  # replays run, kept or not
     while True:
         replays = len(outcomes) + pruned
-        if replays and replays % COLLECT_EVERY == 0:
+        ran += 1
+        if ran % COLLECT_EVERY == 0:
             gc.collect()  # between two replays: no server call is under way
             gc.freeze()  # what survived (the search so far) is not traversed again
         if deadline is not None and outcomes and time.monotonic() > deadline:
@@ -673,8 +695,33 @@ def _search(
             tick(replays)
         if replays >= max_schedules:
             raise _too_many(search.reduce, max_schedules)
-        if sharing is not None:
-            sharing.begin(shared)  # before the run opens: it resets no key when it restores
+        if graph is not None:  # walk it through the states met before, if it stays in them
+            walk = Simulated(graph)
+            try:
+                complete = dpor.replay(search, walk, max_steps)
+            except Unknown:
+                live_from = len(walk.names)
+            else:
+                stats.walked += 1
+                if complete:
+                    end = walk.end
+                    outcomes.append(
+                        Outcome(
+                            schedule_text(walk.names),
+                            end.ok,
+                            dict(end.results),
+                            end.text,
+                            tuple(walk.footprints) if footprints else (),
+                            dict(end.texts),
+                        )
+                    )
+                else:
+                    pruned += 1
+                if search.next_prefix() is None:
+                    return outcomes, pruned
+                continue
+        if sharing is not None:  # before the run opens: it resets no key when it restores
+            sharing.begin(_common(lived, search.nodes))
         with ScheduleRun(
             spec,
             connections=connections,
@@ -685,20 +732,28 @@ def _search(
         ) as run:
             if faults.server is not None:
                 faults.server.begin(run)
+            replay: Any = _RunReplay(run, faults, sharing=sharing)
+            if graph is not None:
+                replay = Recording(replay, graph, sharing, live_from)
             try:
-                complete = dpor.replay(search, _RunReplay(run, faults, sharing=sharing), max_steps)
+                complete = dpor.replay(search, replay, max_steps)
+            except Known:  # the rest is known: walk it (the search's nodes are as they were)
+                lived = list(run.names)
+                continue
             except Exception:
                 if sharing is None or not sharing.diverged:
                     raise
             finally:
                 if sharing is not None:
                     sharing.end()
+            lived = list(run.names)
             if sharing is not None and sharing.diverged:  # run it again live, and the rest too
                 stats.off = (
                     "an actor sent other values in a replayed prefix (a random token, say): "
                     "every replay after it ran live"
                 )
-                sharing = None  # (never on with fault steps: no faults.server to end)
+                sharing = graph = None  # (never on with fault steps: no faults.server to end)
+                live_from = 0
                 continue
             # A script loaded for the first time, or a server first dialed (its faults are new
             # steps), is state no reset restores: the search starts again with it.
@@ -733,14 +788,24 @@ def _search(
                         texts,
                     )
                 )
+                if isinstance(replay, Recording):
+                    replay.ended(End(ok, dict(results), text, dict(texts)))
             else:
                 pruned += 1
             if faults.server is not None:
                 faults.server.end()
-        depth = search.next_prefix()
-        if depth is None:
+        if search.next_prefix() is None:
             return outcomes, pruned
-        shared = depth
+
+
+def _common(lived: list[str], nodes: Sequence[dpor.Node]) -> int:
+    """Return how many first steps the last live replay shares with the search's current path."""
+    shared = 0
+    for name, node in zip(lived, nodes):
+        if name != node.chosen:
+            break
+        shared += 1
+    return shared
 
 
 def _too_many(reduce: bool, max_schedules: int) -> TooManySchedules:
@@ -810,6 +875,7 @@ def _search_in_workers(
         search.stopped |= stopped
         stats.shared_steps += shared.shared_steps
         stats.live_steps += shared.live_steps
+        stats.walked += shared.walked
         stats.off = stats.off or shared.off  # (a worker that ran live says why)
     if len(outcomes) + pruned > options.max_schedules:
         raise _too_many(search.reduce, options.max_schedules)

@@ -53,7 +53,7 @@ is the clock step that moves it, and the keys' TTLs with it.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -682,6 +682,29 @@ class ScheduleRun:
         spoilt = spoilt or any(s.call is not None or s.wait is not None for s in states)
         clean = not any(s.gate is not None and s.gate.open_state for s in states)
         return clean, spoilt
+
+    def standing(self) -> Hashable | None:
+        """Return the run's clocks and each actor's standing, for ``PrefixSharing.state``; None
+        when an actor stands where its round trips and replies do not say all (it has sub-actors
+        or is one, waits, crashed, is recovering from NOSCRIPT or has a reply to send instead)."""
+        standing = []
+        for name, s in self.actors.items():
+            if (
+                s.owner is not None
+                or s.subs
+                or s.call is not None
+                or s.wait is not None
+                or s.instead is not None
+                or s.crash is not None
+                or s.aborted
+                or s.killed
+                or s.recovering
+            ):
+                return None
+            clock = s.clock
+            moved = (clock.own_ns, clock.moves) if clock is not None else None
+            standing.append((name, s.started, s.done, s.ticks, moved))
+        return self.clock.elapsed_ns, tuple(standing)
 
     def _stand_in(self, name: str) -> str:
         """Return name, or the first sub-actor of name that can run while name waits for it."""

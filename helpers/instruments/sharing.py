@@ -29,11 +29,12 @@ from __future__ import annotations
 import copy
 import heapq
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from fakeredis._core._database import Item  # what the embedded keyspace holds (see _item)
+from fakeredis.model import Hash  # a hash's value (see _value_key)
 
 from helpers.backend.modes import Command, command_name
 from helpers.instruments.dpor import NotDeterministic
@@ -87,12 +88,13 @@ def _members(value: Any) -> int:
 class _Step:
     """One step of the last replay: what it sent, what it heard, the keyspace before it."""
 
-    __slots__ = ("sent", "heard", "before")
+    __slots__ = ("sent", "heard", "before", "text")
 
     def __init__(self, before: dict[int, dict[bytes, Any]] | None) -> None:
         self.sent: list[list[Command]] = []
         self.heard: list[tuple[bool, Any]] = []  # (raised, reply or ResponseError), read order
         self.before = before  # the keyspace before this step, when it could be shared
+        self.text = ""  # repr of (sent, heard), made once it is asked for (PrefixSharing.state)
 
 
 @dataclass
@@ -102,6 +104,7 @@ class SharingStats:
     shared_steps: int = 0
     live_steps: int = 0
     off: str = ""  # why every replay ran live ('' when prefixes were shared)
+    walked: int = 0  # replays that ended in the graph of states met before (states.py)
 
 
 class PrefixSharing:
@@ -203,6 +206,63 @@ class PrefixSharing:
     def end(self) -> None:
         """End the replay: no step is in progress."""
         self._step = None
+
+    def state(self, names: Sequence[str], run: Any, times: Sequence[int]) -> Hashable | None:
+        """Return the state after the steps names of this replay, or None when it cannot be told.
+
+        The state is what decides everything after this point: the keyspace (``keyspace_key``),
+        what each actor has seen (the round trips it sent, their replies, and the run's clock
+        during each of its steps: times[i] after step i, what an actor's code read then; its code
+        is deterministic, so these decide where it stands and what it holds), and the run's
+        clocks and each actor's standing (``ScheduleRun.standing``). Two replays in the same
+        state go on alike (``helpers.instruments.states``). None where more than that could
+        carry the past: a point that is not clean (WATCH or MULTI open, a wait, a thread, a
+        connection's or the server's own state changed), sub-actors, or a value kept in a type
+        ``keyspace_key`` does not know.
+        """
+        if self._tainted or self.diverged or not len(self.steps) == len(names) == len(times):
+            return None
+        clean, spoilt = run.share_point()
+        if not clean or spoilt:
+            return None
+        standing = run.standing()
+        keyspace = keyspace_key(self.server)
+        if standing is None or keyspace is None:
+            return None
+        seen: dict[str, list[tuple[str, int]]] = {}
+        for name, step, time in zip(names, self.steps, times):
+            if not step.text:
+                step.text = repr((step.sent, step.heard))
+            seen.setdefault(name, []).append((step.text, time))
+        return keyspace, standing, tuple(sorted((n, tuple(t)) for n, t in seen.items()))
+
+
+def keyspace_key(server: Any) -> Hashable | None:
+    """Return the embedded keyspace as a value equal for equal keyspaces, or None when a key holds
+    a type this does not know (its hidden parts could differ where its repr does not)."""
+    keys = []
+    for n, db in server.dbs.items():
+        for k, item in db._dict.items():
+            value = _value_key(item.value)
+            if value is None or type(item) is not Item:
+                return None
+            keys.append((n, k, value, item.expireat))
+    keys.sort(key=lambda entry: (entry[0], entry[1]))
+    return tuple(keys)
+
+
+def _value_key(value: Any) -> Hashable | None:
+    """Return a fakeredis value as a hashable equal for equal values (None: a type not known)."""
+    kind = type(value)
+    if kind is bytes or kind is int or kind is float:
+        return kind.__name__, value
+    if kind is list:
+        return "list", repr(value)
+    if kind is set:
+        return "set", repr(sorted(value, key=repr))
+    if kind is Hash and not value._expired_fields:
+        return "hash", repr(sorted(value._values.items())), repr(sorted(value._expirations.items()))
+    return None
 
 
 def _fresh(value: Any) -> Any:

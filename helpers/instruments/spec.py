@@ -113,7 +113,7 @@ class ExploreOptions:
     steps (``helpers.instruments.faults``); budget_s stops a search with a partial answer;
     classes=True records footprints in an exhaustive search too; keep_traces=False keeps no
     way to replay a schedule for its trace; share_prefixes=False runs every replay live (see
-    ``helpers.instruments.sharing``).
+    ``helpers.instruments.sharing``), and an exhaustive search then merges no states.
     """
 
     reduce: bool | None = None
