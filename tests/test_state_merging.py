@@ -209,3 +209,41 @@ def test_actors_that_share_a_python_object_are_caught_by_the_replays(lab: Lab) -
         explore(
             lab, race, lambda c, r: True, watch=[key], reduce=False, setup=lambda c: log.clear()
         )
+
+
+def test_an_actor_stopped_between_round_trips_keeps_its_connection(
+    lab: Lab, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay cut short (it met a known state, or every choice slept) stops its actors at
+    their next round trip. One that had nothing open keeps its connection for the next replay;
+    one stopped inside a WATCH has it closed, so that the next replay starts clean (the
+    transaction test below, and test_explore's test_connection_state_does_not_leak...)."""
+    from helpers.backend.connection import LabConnection
+
+    handshakes = []
+    handshake = LabConnection.on_connect_check_health
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> None:
+        handshakes.append(1)
+        handshake(self, *args, **kwargs)
+
+    monkeypatch.setattr(LabConnection, "on_connect_check_health", counted)
+    key = lab.key("n")
+    race = {n: partial(read_then_write, key=key, steps=6) for n in "AB"}
+    found = explore(lab, race, lambda c, r: True, watch=[key])
+    assert found.total == 924
+    if lab.kind == "embedded":  # about 100 replays were cut when they met a known state
+        assert found.walked and len(handshakes) < 10  # (3 here; 103 if each cut one reconnects)
+
+    handshakes.clear()
+
+    def watcher(client: Any) -> Any:
+        with client.pipeline() as pipe:
+            pipe.watch(key)
+            seen = pipe.get(key)
+            pipe.multi()
+            pipe.set(key, int(seen or 0) + 1)
+            return pipe.execute()
+
+    explore(lab, {"A": watcher, "B": watcher}, lambda c, r: True, watch=[key])
+    assert handshakes  # every replay cut inside a WATCH reconnects its actor

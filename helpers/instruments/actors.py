@@ -309,6 +309,7 @@ class ActorState:
         self.result: Any = UNFINISHED
         self.crash: BaseException | None = None
         self.aborted = False
+        self.stopped_clean = False  # aborted before a round trip, and sent nothing on its way out
         self.killed = False  # crashed: stopped at its next round trip, never to run again
         self.round_trips = 0  # sent through the race's clients (its own and adopted ones)
         self.recovering = False  # its last reply was NOSCRIPT: the load and retry are this step
@@ -624,6 +625,7 @@ class Actors:
         """Stop an actor at the round trip it is about to send: its run is closing."""
         state.parked = False
         if state.aborted:
+            state.stopped_clean = False  # it tried another round trip on its way out
             if all(command_name(c) in _CLEANUP for c in commands):  # a pipeline's UNWATCH on
                 # the way out: the connection is about to be closed anyway, which redis-py
                 # handles quietly
@@ -631,7 +633,7 @@ class Actors:
             # A library swallowed the first (a bare except, as redlock-py's loop over its
             # masters has): stopped again, never handed an error it would log and go on from.
             raise Aborted(f"the schedule ended before {state.name} sent {commands}")
-        state.aborted = True
+        state.aborted = state.stopped_clean = True
         raise Aborted(f"the schedule ended before {state.name} sent {commands}")
 
     def _note_global_state(self, commands: list[Command]) -> None:

@@ -867,9 +867,13 @@ class ScheduleRun:
         for state in self.actors.values():
             if state.gate is not None and state.owner is None:  # (a sub-actor's is its actor's)
                 state.gate.run = None
-                if state.aborted or not state.done or state.gate.open_state:
+                stopped = state.aborted and not state.stopped_clean
+                if stopped or not state.done or state.gate.open_state:
                     # Closing its connections ends any WATCH or MULTI the actor left open, so the
                     # next replay on the same client starts clean (reconnecting is no round trip).
+                    # One stopped before a round trip, with none open and nothing sent on its way
+                    # out, left its connection idle in its pool: kept (a reconnect's handshake
+                    # cost a third of a cut replay).
                     state.client.connection_pool.disconnect()
                     state.gate.open_state = False
         self.actors.clear()
