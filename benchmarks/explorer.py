@@ -28,8 +28,9 @@ same machine at the same time. Every figure has its CPU time beside its wall tim
 subprocess's own and its children's: workers are processes), and the load average (1 minute)
 when it started and ended: on a shared machine, compare CPU seconds, and wall seconds only at
 like loads. The provenance names redis-py's, fakeredis's and the real server's versions. A cell is skipped, with the
-reason in the table, when it has more schedules than the explorer's limit (20,000) or runs
-longer than ``--timeout`` seconds. Writes ``benchmarks/results/explorer.json`` with provenance.
+reason in the table, when it has more schedules than the explorer's limit (20,000, or
+``--max-schedules``) or runs longer than ``--timeout`` seconds. ``--before-way`` (repeatable)
+runs other ways than ``exhaustive`` on the "before" trees (``reduce``, say). Writes ``benchmarks/results/explorer.json`` with provenance.
 Usage: ``python -m benchmarks explorer [--before TREE]... [--only CELL] [--backends embedded,real]
 [--workers N]``.
 """
@@ -110,7 +111,9 @@ def _way_options(way: str) -> dict[str, Any]:
     return {**WAYS["exhaustive"], "workers": workers}
 
 
-def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
+def run_cell(
+    cell: str, way: str, backend: str, max_schedules: int = MAX_SCHEDULES
+) -> dict[str, Any]:
     """Explore one cell one way on one backend (in this process); return its figures."""
     import inspect
     from functools import partial
@@ -133,7 +136,7 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
             programs,
             lambda client, results: True,
             watch=sorted(set(key_of.values())),
-            max_schedules=MAX_SCHEDULES,
+            max_schedules=max_schedules,
             keep_traces=False,
             **options,
         )
@@ -149,6 +152,8 @@ def run_cell(cell: str, way: str, backend: str) -> dict[str, Any]:
             "runs_per_s": round(runs / seconds, 1),
             "shared_steps": getattr(found, "shared_steps", None),
             "live_steps": getattr(found, "live_steps", None),
+            "walked": getattr(found, "walked", None),
+            "max_schedules": max_schedules,
         }
 
 
@@ -181,11 +186,14 @@ def run_floor(cell: str, backend: str) -> dict[str, Any]:
         }
 
 
-def _subprocess(tree: Path, cell: str, way: str, backend: str, timeout: float) -> dict[str, Any]:
+def _subprocess(
+    tree: Path, cell: str, way: str, backend: str, timeout: float, max_schedules: int
+) -> dict[str, Any]:
     """Run one cell in a fresh interpreter that imports the suite from tree; return its figures."""
     env = {**os.environ, "PYTHONPATH": str(tree), "RACELAB_BACKEND": backend}
     env.pop("REDIS_URL", None)
     command = [sys.executable, str(HERE), "--cell", cell, "--way", way, "--backend", backend]
+    command += ["--max-schedules", str(max_schedules)]
     try:
         done = subprocess.run(
             command, env=env, cwd=tree, capture_output=True, text=True, timeout=timeout
@@ -197,9 +205,15 @@ def _subprocess(tree: Path, cell: str, way: str, backend: str, timeout: float) -
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def _ways_for(cell: str, before: bool, floor: bool = False, workers: int = 1) -> list[str]:
+def _ways_for(
+    cell: str,
+    before: bool,
+    floor: bool = False,
+    workers: int = 1,
+    before_ways: tuple[str, ...] = ("exhaustive",),
+) -> list[str]:
     if before:
-        return ["exhaustive"]
+        return list(before_ways)
     ways = list(WAYS) + ([WORKERS_WAY.format(n=workers)] if workers > 1 else [])
     return [*ways, "floor"] if floor and CELLS[cell][2] == "one" else ways
 
@@ -220,7 +234,14 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
             actors, steps, _keys = CELLS[cell]
             every = count_interleavings(*[steps] * actors)
             for label, tree in trees:
-                for way in _ways_for(cell, label != "after", args.floor, args.workers):
+                ways = _ways_for(
+                    cell,
+                    label != "after",
+                    args.floor,
+                    args.workers,
+                    tuple(args.before_way or ["exhaustive"]),
+                )
+                for way in ways:
                     row: dict[str, Any] = {
                         "backend": backend,
                         "cell": cell,
@@ -229,11 +250,12 @@ def measure(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "interleavings": every,
                     }
                     exhaustive = way == "floor" or way.startswith("exhaustive")
-                    if exhaustive and every > MAX_SCHEDULES:
-                        row["skipped"] = f"{every:,} schedules, over the {MAX_SCHEDULES:,} limit"
+                    cap = args.max_schedules
+                    if exhaustive and every > cap:
+                        row["skipped"] = f"{every:,} schedules, over the {cap:,} limit"
                     else:
                         load = os.getloadavg()[0]
-                        row.update(_subprocess(tree, cell, way, backend, args.timeout))
+                        row.update(_subprocess(tree, cell, way, backend, args.timeout, cap))
                         row["load"] = [round(load, 2), round(os.getloadavg()[0], 2)]
                     rows.append(row)
                     print(_line(row), flush=True)
@@ -339,6 +361,17 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="keep the results file's other rows (a row measured again is replaced)",
     )
+    parser.add_argument(
+        "--max-schedules",
+        type=int,
+        default=MAX_SCHEDULES,
+        help=f"explore()'s max_schedules in every cell (default {MAX_SCHEDULES:,}, its own)",
+    )
+    parser.add_argument(
+        "--before-way",
+        action="append",
+        help="a way to run on the --before trees (repeat; default: exhaustive)",
+    )
     parser.add_argument("--cell", help=argparse.SUPPRESS)  # the subprocess side
     parser.add_argument("--way", help=argparse.SUPPRESS)
     parser.add_argument("--backend", help=argparse.SUPPRESS)
@@ -347,7 +380,7 @@ def main(argv: list[str]) -> int:
         if args.way == "floor":
             print(json.dumps(run_floor(args.cell, args.backend)))
         else:
-            print(json.dumps(run_cell(args.cell, args.way, args.backend)))
+            print(json.dumps(run_cell(args.cell, args.way, args.backend, args.max_schedules)))
         return 0
     args.backends = args.backends.split(",")
     load_before = os.getloadavg()
@@ -365,7 +398,7 @@ def main(argv: list[str]) -> int:
         "name": "explorer",
         "what": "explore() on actors alternating GET and SET (one key shared, or a key each)",
         "unit": "seconds of one explore() call; complete schedules run (runs) per second",
-        "max_schedules": MAX_SCHEDULES,
+        "max_schedules": args.max_schedules,  # (each row says its own, since this option)
         "before": [str(t) for t in args.before or []] or None,
         "before_commit": [commit_of(t) for t in args.before or []] or None,
         "provenance": runs[-1],

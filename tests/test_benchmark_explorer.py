@@ -54,3 +54,21 @@ def test_a_cell_over_the_limit_is_skipped_with_its_reason(tmp_path: Path) -> Non
     rows = {row["way"]: row for row in json.loads(out.read_text())["rows"]}
     assert rows["exhaustive"]["skipped"] == "34,650 schedules, over the 20,000 limit"
     assert rows["reduce"]["skipped"] == "over the 1 s cap"
+
+
+def test_the_limit_and_the_before_ways_are_options(tmp_path: Path) -> None:
+    """--max-schedules reaches explore() (and the skip), --before-way the "before" trees."""
+    out = tmp_path / "explorer.json"
+    argv = ["--only", "2x4 one key", "--backends", "embedded", "--out", str(out)]
+    argv += ["--max-schedules", "40", "--before", str(explorer.TREE), "--workers", "1"]
+    argv += ["--before-way", "reduce", "--before-way", "reduce, live"]
+    assert explorer.main(argv) == 0
+    data = json.loads(out.read_text())
+    rows = {(row["code"], row["way"]): row for row in data["rows"]}
+    assert data["max_schedules"] == 40
+    assert rows[("after", "exhaustive")]["skipped"] == "70 schedules, over the 40 limit"
+    assert rows[("after", "reduce")]["max_schedules"] == 40  # (34 classes fit)
+    assert {way for code, way in rows if code == "before"} == {"reduce", "reduce, live"}
+    assert (
+        rows[("before", "reduce")]["walked"] > 0 and rows[("before", "reduce, live")]["walked"] == 0
+    )
