@@ -34,9 +34,13 @@ def orders_in_class(
     names: Sequence[str], steps: Sequence[Footprint], actor_of: Callable[[str], str]
 ) -> int:
     """Return how many schedules are equivalent to this one (itself included): at least 1."""
-    before = must_precede(names, steps, actor_of)
+    return orders_of(must_precede(names, steps, actor_of))
+
+
+def orders_of(before: Sequence[int]) -> int:
+    """Return how many orders of steps keep ``must_precede``'s pairs (before[i]: step i's)."""
     ways = {0: 1}  # a set of steps already run (bitmask): orders that reach it
-    for _ in range(len(names)):
+    for _ in range(len(before)):
         nxt: dict[int, int] = {}
         for done, count in ways.items():
             for i, needs in enumerate(before):

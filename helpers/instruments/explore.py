@@ -93,7 +93,7 @@ from helpers.errors import RaceLabError
 from helpers.instruments import dpor
 from helpers.instruments import faults as fault_steps
 from helpers.instruments.adopt import SPUN
-from helpers.instruments.classes import each_order, orders_in_class
+from helpers.instruments.classes import each_order, must_precede, orders_of
 from helpers.instruments.determinism import Replayer, check_replays
 from helpers.instruments.dpor import NotDeterministic, TooManySchedules
 from helpers.instruments.footprint import Footprint
@@ -179,15 +179,18 @@ class Exploration:
     _classes: dict[str, str] = field(default_factory=dict, repr=False)
     _named: int = field(default=0, repr=False)  # outcomes[:_named] have their class in _classes
     _weights: dict[str, int] | None = field(default=None, repr=False)  # class rep: its orders
+    _sizes: dict[str, int] = field(default_factory=dict, repr=False)  # reduced: each run's orders
     _expanded: dict[bool, list[Outcome]] = field(default_factory=dict, repr=False)
 
     def class_of(self, schedule: str) -> str:
         """Return the class of an explored schedule: its first equivalent order, by actor order."""
         if self._named < len(self.outcomes):  # name each run's class once, not on every call
-            self._classes.update(
-                (o.schedule, normal_form(self.names_of(o.schedule), o.steps, self.clients))
-                for o in self.outcomes[self._named :]
-            )
+            for o in self.outcomes[self._named :]:
+                names = self.names_of(o.schedule)
+                before = must_precede(names, o.steps, fault_steps.actor_of)
+                self._classes[o.schedule] = normal_form(names, o.steps, self.clients, before)
+                if self.reduced:  # how many orders it stands for (_representatives): same pairs
+                    self._sizes[o.schedule] = orders_of(before)
             self._named = len(self.outcomes)
         if schedule not in self._classes and self.reduced:
             for ok in (False, True):  # an order a run stands for: named by expanding the classes
@@ -214,8 +217,7 @@ class Exploration:
                 cls = self.class_of(o.schedule)
                 if cls not in seen:
                     seen.add(cls)
-                    names = self.names_of(o.schedule)
-                    weights[o.schedule] = orders_in_class(names, o.steps, fault_steps.actor_of)
+                    weights[o.schedule] = self._sizes[o.schedule]
             self._weights = weights
         return self._weights
 
@@ -984,15 +986,23 @@ def _refuse_if_estimate_over(
         )
 
 
-def normal_form(names: Sequence[str], steps: Sequence[Footprint], order: Sequence[str]) -> str:
-    """Return the first order, by actor order, of a schedule's steps that keeps every conflict."""
+def normal_form(
+    names: Sequence[str],
+    steps: Sequence[Footprint],
+    order: Sequence[str],
+    before: Sequence[int] | None = None,
+) -> str:
+    """Return the first order, by actor order, of a schedule's steps that keeps every conflict
+    (before: ``must_precede`` of the steps, when the caller has it already)."""
     rank = {n: i for i, n in enumerate(order)}
     actor = [fault_steps.actor_of(n) for n in names]
+    if before is None:
+        before = must_precede(names, steps, fault_steps.actor_of)
     waits = [0] * len(names)  # how many earlier steps each step waits for (same actor, conflict)
     after: list[list[int]] = [[] for _ in names]  # the later steps that wait for each
-    for i in range(len(names)):
+    for i, needs in enumerate(before):
         for j in range(i):
-            if actor[j] == actor[i] or steps[j].conflicts(steps[i]):
+            if needs >> j & 1:
                 waits[i] += 1
                 after[j].append(i)
     ready = [i for i in range(len(names)) if not waits[i]]
