@@ -18,6 +18,7 @@ import pytest
 import redis
 from fakeredis.model import Hash, ZSet
 
+from benchmarks.explorer import read_modify_write  # GET, then SET the value read plus one
 from helpers import Lab, explore
 from helpers.instruments.dpor import NotDeterministic
 from helpers.instruments.sharing import _value_key, keyspace_key
@@ -45,17 +46,6 @@ def both(lab: Lab, actors: dict[str, Any], invariant: Any, **options: Any) -> An
     return walked
 
 
-def read_then_write(client: Any, key: str, steps: int) -> int:
-    """GET then SET value+1, steps round trips in all; return the last value read."""
-    value = 0
-    for i in range(steps):
-        if i % 2 == 0:
-            value = int(client.get(key) or 0)
-        else:
-            client.set(key, value + 1)
-    return value
-
-
 def get_or_put(client: Any, key: str, word: str) -> int:
     """The notebook's HGETALL + HSETNX id mapping, one word."""
     ids = client.hgetall(key)
@@ -68,7 +58,7 @@ def get_or_put(client: Any, key: str, word: str) -> int:
 @pytest.mark.parametrize("reduce", [False, True])
 def test_replays_end_in_the_states_met_before(lab: Lab, reduce: bool) -> None:
     key = lab.key("n")
-    race = {n: partial(read_then_write, key=key, steps=4) for n in "AB"}
+    race = {n: partial(read_modify_write, key=key, steps=4) for n in "AB"}
     found = both(lab, race, lambda c, r: int(c.get(key)) == 4, watch=[key], reduce=reduce)
     assert found.total == 70 and found.bad_count == 64
     assert found.runs == (34 if reduce else 70)
@@ -100,7 +90,7 @@ def test_walked_searches_answer_as_live_ones(lab: Lab, shape: str, reduce: bool)
 
         race = {n: partial(race_actor, name=n) for n in "AB"}
     elif shape == "three actors":
-        race = {n: partial(read_then_write, key=key, steps=2) for n in "ABC"}
+        race = {n: partial(read_modify_write, key=key, steps=2) for n in "ABC"}
     elif shape == "clock":  # a sleep moves the actor's own clock: part of the state
 
         def race_actor(client: Any, name: str) -> str:
@@ -129,7 +119,7 @@ def test_walked_searches_answer_as_live_ones(lab: Lab, shape: str, reduce: bool)
 
         race = {n: partial(race_actor, name=n) for n in "AB"}
     else:
-        race = {n: partial(read_then_write, key=key, steps=3) for n in "AB"}
+        race = {n: partial(read_modify_write, key=key, steps=3) for n in "AB"}
         options["classes"] = True  # every outcome keeps its footprints: merged ones too
     found = both(lab, race, invariant, **options)
     if shape == "footprints":
@@ -138,7 +128,7 @@ def test_walked_searches_answer_as_live_ones(lab: Lab, shape: str, reduce: bool)
 
 def test_a_bounded_search_walks_the_graph_too(lab: Lab) -> None:
     key = lab.key("n")
-    race = {n: partial(read_then_write, key=key, steps=4) for n in "ABC"[:2]}
+    race = {n: partial(read_modify_write, key=key, steps=4) for n in "AB"}
     found = both(lab, race, lambda c, r: True, watch=[key], preemptions=1)
     assert not found.complete
 
@@ -229,7 +219,7 @@ def test_an_actor_stopped_between_round_trips_keeps_its_connection(
 
     monkeypatch.setattr(LabConnection, "on_connect_check_health", counted)
     key = lab.key("n")
-    race = {n: partial(read_then_write, key=key, steps=6) for n in "AB"}
+    race = {n: partial(read_modify_write, key=key, steps=6) for n in "AB"}
     found = explore(lab, race, lambda c, r: True, watch=[key])
     assert found.total == 924
     if lab.kind == "embedded":  # about 100 replays were cut when they met a known state
