@@ -35,16 +35,17 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from helpers.errors import RaceLabError
 from helpers.instruments.footprint import Footprint
 
 ROOT: Hashable = ("root",)  # the state every replay starts from (reset keys, then setup)
 
 
-class Unknown(Exception):
+class Unknown(RaceLabError):
     """A simulated replay left what the graph knows: the search runs it live."""
 
 
-class Known(Exception):
+class Known(RaceLabError):
     """A live replay reached a state in the graph: the search walks the rest through it."""
 
 
