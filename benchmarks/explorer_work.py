@@ -4,8 +4,9 @@ CPU seconds of an explorer search vary by 10-15% from run to run on a shared two
 a change that saves 5% cannot be seen in them. This counts instead the bytecode instructions the
 Python interpreter runs during one search of a cell of ``benchmarks.explorer`` (default: 2×6
 on one key, exhaustive, on the embedded backend), through ``sys.settrace`` opcode events (on
-the searching thread and any thread started meanwhile), and divides them by the steps the search
-ran. Two runs of one tree give the same count (the search is deterministic, and its actors are
+the searching thread and any thread started meanwhile), and divides them by the steps of the
+schedules the search ran (walked through known states or run live: the same for every tree).
+Two runs of one tree give the same count (the search is deterministic, and its actors are
 greenlets of the searching thread), so trees compare by it exactly: ``--before TREE``
 (repeatable) counts another checkout of the suite the same way, as ``benchmarks.explorer`` does.
 A tree from before the greenlet runner (c19c80b) runs its actors on threads, whose waits make its
@@ -29,6 +30,7 @@ import collections
 import datetime
 import importlib.util
 import json
+import math
 import os
 import platform
 import subprocess
@@ -72,6 +74,12 @@ def count(cell: str, way: str, backend: str = "embedded") -> dict[str, Any]:
     """Search one cell once (in this process), counting bytecodes; return the figures."""
     bench = _explorer_module()
     bench.run_cell(cell, way, backend)  # once untraced: imports and first connections apart
+    try:  # a search that lasts 2 s prints a summary line: traced, a small one lasts about that
+        from helpers.instruments import progress
+
+        progress.SUMMARY_AFTER_S = math.inf  # (so whether it prints would vary the count)
+    except ImportError:  # a tree from before the progress line
+        pass
     ops: collections.Counter[CodeType] = collections.Counter()
 
     def local(frame: FrameType, event: str, arg: Any) -> Any:
@@ -94,13 +102,10 @@ def count(cell: str, way: str, backend: str = "embedded") -> dict[str, Any]:
 
     where = str(Path(helpers.__file__).resolve().parent) + os.sep
     actors, round_trips, _keys = bench.CELLS[cell]
-    shared, live = found.get("shared_steps"), found.get("live_steps")
-    # A tree that does not count its steps: every replay of these cells runs to its end.
-    steps = (
-        shared + live
-        if shared is not None and live is not None
-        else found["runs"] * actors * round_trips
-    )
+    # The steps of the schedules the search ran: every schedule of these cells has them all.
+    # (Not the steps that ran through the actors: a search that walks its replays through the
+    # states met before, helpers.instruments.states, runs far fewer, for the same answer.)
+    steps = found["runs"] * actors * round_trips
     parts: collections.Counter[str] = collections.Counter()
     functions: collections.Counter[str] = collections.Counter()
     for code, n in ops.items():
