@@ -206,8 +206,8 @@ def test_an_actor_stopped_between_round_trips_keeps_its_connection(
 ) -> None:
     """A replay cut short (it met a known state, or every choice slept) stops its actors at
     their next round trip. One that had nothing open keeps its connection for the next replay;
-    one stopped inside a WATCH has it closed, so that the next replay starts clean (the
-    transaction test below, and test_explore's test_connection_state_does_not_leak...)."""
+    one stopped inside a WATCH has it closed, so that the next replay starts clean (test_explore's
+    test_connection_state_does_not_leak_between_replays, and the transaction shape above)."""
     from helpers.backend.connection import LabConnection
 
     handshakes = []
@@ -224,16 +224,3 @@ def test_an_actor_stopped_between_round_trips_keeps_its_connection(
     assert found.total == 924
     if lab.kind == "embedded":  # about 100 replays were cut when they met a known state
         assert found.walked and len(handshakes) < 10  # (3 here; 103 if each cut one reconnects)
-
-    handshakes.clear()
-
-    def watcher(client: Any) -> Any:
-        with client.pipeline() as pipe:
-            pipe.watch(key)
-            seen = pipe.get(key)
-            pipe.multi()
-            pipe.set(key, int(seen or 0) + 1)
-            return pipe.execute()
-
-    explore(lab, {"A": watcher, "B": watcher}, lambda c, r: True, watch=[key])
-    assert handshakes  # every replay cut inside a WATCH reconnects its actor
