@@ -20,7 +20,13 @@ from programs import naive_limiter
 
 from helpers import Lab, connect
 from helpers.instruments import actors as actor_side
-from helpers.instruments.explore import Exploration, NoVerdict, counter_at_most, explore
+from helpers.instruments.explore import (
+    Exploration,
+    NoVerdict,
+    _groups,
+    counter_at_most,
+    explore,
+)
 from helpers.instruments.schedule import ScheduleError
 from helpers.instruments.spec import ExploreOptions
 from helpers.instruments.workers import WorkersUnavailable, refuse_unless_possible
@@ -144,3 +150,25 @@ def test_an_actor_stuck_in_a_worker_is_stopped_there_with_its_name(
     actors = {"A": lambda c: [c.incr(key) for _ in range(4)][-1], "B": waits}
     with pytest.raises(ScheduleError, match="actor B did not reach its next round trip"):
         explore(embedded, actors, lambda c, r: True, watch=[key], workers=2)
+
+
+def test_prefixes_are_grouped_by_the_steps_each_actor_takes_largest_group_first() -> None:
+    prefixes = [list(p) for p in ("AA", "AB", "BA", "BB", "AC")]
+    assert _groups(prefixes) == [[["A", "B"], ["B", "A"]], [["A", "A"]], [["B", "B"]], [["A", "C"]]]
+
+
+def test_a_worker_walks_the_subtrees_of_its_group_through_the_states_it_met(
+    embedded: Lab,
+) -> None:
+    # Two readers: every order of their four reads reaches one state, and each complete
+    # schedule is a prefix of the split. All six are one group, run by one worker in turn: the
+    # first runs live and the other five are walked through that worker's graph.
+    key = embedded.key("n")
+
+    def reader(client: Any) -> list[Any]:
+        return [client.get(key), client.get(key)]
+
+    found = explore(
+        embedded, {"A": reader, "B": reader}, lambda client, results: True, reduce=False, workers=2
+    )
+    assert found.total == 6 and found.walked == 5

@@ -57,6 +57,8 @@ MAX_RESTARTS times). The suite's own scripts are loaded before the first replay.
 
 ``workers=N`` splits a search into subtrees at its first steps and runs them in N processes
 (``_search_in_workers``); ``workers=1``, the default, is the plain search it is tested against.
+Each worker keeps its own graph of states met before (below) across the subtrees it runs, and
+is handed subtrees in groups that often reach the same states.
 
 Shared prefixes: each replay repeats the steps before the depth the search backtracked to. On
 the embedded backend those round trips are answered from the record of the replay before, and
@@ -83,6 +85,7 @@ from __future__ import annotations
 import gc
 import textwrap
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -121,7 +124,7 @@ RUNNER = "greenlet"  # replays run actors as greenlets: a step is a switch (see 
 MAX_RESTARTS = 10  # searches restarted because an actor loaded a new script (see _search)
 COLLECT_EVERY = 256  # replays between two garbage collections (see _collect_between_replays)
 ESTIMATE_AFTER = 200  # a reduced search estimates its size after this many replays (and 2x, 4x...)
-SPLIT_TASKS = 4  # workers=N: the search is split into about N times this many subtrees
+SPLIT_TASKS = 8  # workers=N: the search is split into about N times this many subtrees
 SPLIT_DEPTH = 12  # ... at its first this many steps at most
 Invariant = Callable[[Any, dict[str, Any]], bool]
 
@@ -663,8 +666,12 @@ def _search(
     deadline: float | None = None,
     loaded_by: list[str] | None = None,
     stats: SharingStats | None = None,
+    graph: StateGraph | None = None,
 ) -> tuple[list[Outcome] | None, int]:
     """Replay until the search is done; return (outcomes, replays cut short), or None to restart.
+
+    graph, if given, is the graph of states met before to walk and grow (a worker keeps one
+    across its subtrees); otherwise the search starts its own where prefixes are shared.
 
     A replay in which an actor loads a script or Function library for the first time (server
     state no reset restores) ends the search: it restarts with that script loaded, so that every
@@ -678,7 +685,7 @@ def _search(
     pruned = 0
     stats = stats if stats is not None else SharingStats()
     sharing = _sharing(spec, options, connections, faults, stats)
-    graph = StateGraph() if sharing is not None else None
+    graph = (graph if graph is not None else StateGraph()) if sharing is not None else None
     lived: list[str] = []  # the steps of the last live replay (what sharing's record holds)
     live_from = 0  # the walk through the graph left it after this many steps
     ran = 0  # replays run, kept or not
@@ -836,7 +843,9 @@ def _search_in_workers(
     The search is split at its first steps into prefixes (``_split``), at each of which every
     choice is tried, as a search that tries all of them would; each worker runs whole subtrees
     with ``_search`` (``helpers.instruments.workers``: forked, on its own copy of the embedded
-    server) and the outcomes are merged in prefix order. An exhaustive or bounded search runs
+    server) and the outcomes are merged in prefix order. A worker keeps its graph of states met
+    before across its subtrees, and is handed them in groups (``_groups``) whose prefixes often
+    reach the same states, so that it walks much of a group's later subtrees. An exhaustive or bounded search runs
     exactly the schedules, in the order, one process would. A reduced one runs one schedule per
     class, as one process does, though a class may be stood for by another of its orders (sleep
     sets never run two orders of one class); its counts, classes and verdicts are the same.
@@ -847,26 +856,40 @@ def _search_in_workers(
     if prefixes is None:
         return None, 0
 
+    kept: list[StateGraph] = []  # (empty when forked) a worker's graph, kept across its subtrees
+
     def work(
         prefix: list[str],
     ) -> tuple[list[Outcome] | None, int, bool, bool, list[str], SharingStats]:
         part = dpor.Search(search.order, search.reduce, search.bound, forced=prefix)
         loaded_by: list[str] = []
         shared = SharingStats()
+        if not kept:
+            kept.append(StateGraph())
         found, pruned = _search(
-            spec, options, connections, part, faults, deadline, loaded_by, shared
+            spec, options, connections, part, faults, deadline, loaded_by, shared, kept[0]
         )
         return found, pruned, part.bounded, part.stopped, loaded_by, shared
+
+    def work_on(group: list[list[str]]) -> list[Any]:
+        return [work(prefix) for prefix in group]
 
     outcomes: list[Outcome] = []
     pruned = 0
     replays = [0]
 
-    def done(result: tuple[list[Outcome] | None, int, bool, bool, list[str], SharingStats]) -> None:
-        replays[0] += len(result[0] or ()) + result[1]
+    def done(results: list[Any]) -> None:
+        replays[0] += sum(len(found or ()) + cut for found, cut, *_ in results)
         tick(replays[0])  # the workers' own progress is silent
 
-    found_in = map_in_workers(work, prefixes, options.workers, done)
+    groups = _groups(prefixes)
+    found_by = map_in_workers(work_on, groups, options.workers, done)
+    result_of = {
+        tuple(prefix): result
+        for group, results in zip(groups, found_by)
+        for prefix, result in zip(group, results)
+    }
+    found_in = [result_of[tuple(prefix)] for prefix in prefixes]
     for found, cut, bounded, stopped, loaded_by, shared in found_in:
         if found is None:  # replay here what loaded it, so that this server has it too
             _probe(spec, connections, search, faults, footprints, loaded_by)
@@ -912,6 +935,19 @@ def _split(
                 grown += [([*prefix, n], False) for n in nexts]
         prefixes = grown
     return [p for p, _ in prefixes]
+
+
+def _groups(prefixes: list[list[str]]) -> list[list[list[str]]]:
+    """Return prefixes grouped by the steps each actor takes in them, the largest group first.
+
+    Prefixes that take the same steps in other orders often reach one state (two reads, say), and
+    a worker that runs them in turn walks the later ones through the graph of states met before.
+    The largest groups go first, so that the pool ends its workers at about the same time.
+    """
+    groups: dict[tuple[tuple[str, int], ...], list[list[str]]] = {}
+    for prefix in prefixes:
+        groups.setdefault(tuple(sorted(Counter(prefix).items())), []).append(prefix)
+    return sorted(groups.values(), key=len, reverse=True)
 
 
 def _probe(
