@@ -13,8 +13,8 @@ for each (actors that never conflict). A cell is run three ways where the code h
   with the one before from that replay's record (``helpers.instruments.sharing``); the row's
   ``shared`` column is the share of steps so answered;
 * ``preemptions=2``: every schedule with at most 2 preemptions (``explore(..., preemptions=2)``);
-* ``exhaustive, N workers`` (``--workers N``, default the core count; none at 1): the exhaustive
-  search split across N processes (``explore(..., workers=N)``), same schedules;
+* ``exhaustive, N workers`` and ``reduce, N workers`` (``--workers N``, default the core count;
+  none at 1): the search split across N processes (``explore(..., workers=N)``), same answer;
 * ``floor`` (``--floor``): no explorer at all: the round trips an exhaustive search sends (one
   DEL per replay, then every actor's GETs and SETs), sent one after another on one plain
   client. It is what redis-py and the backend cost for those commands, which no replay scheme
@@ -70,7 +70,7 @@ WAYS: dict[str, dict[str, Any]] = {
     "preemptions=2": {"preemptions": 2},
 }
 MAX_SCHEDULES = 20_000
-WORKERS_WAY = "exhaustive, {n} workers"
+WORKERS_WAYS = ("exhaustive, {n} workers", "reduce, {n} workers")
 
 
 def count_interleavings(*steps: int) -> int:
@@ -104,11 +104,11 @@ def cpu_seconds() -> float:
 
 
 def _way_options(way: str) -> dict[str, Any]:
-    """Return explore()'s options for a way ("exhaustive, 2 workers": exhaustive, workers=2)."""
+    """Return explore()'s options for a way ("reduce, 2 workers": reduce, workers=2)."""
     if way in WAYS:
         return WAYS[way]
-    workers = int(way.split(", ")[1].split()[0])
-    return {**WAYS["exhaustive"], "workers": workers}
+    base, workers = way.split(", ")
+    return {**WAYS[base], "workers": int(workers.split()[0])}
 
 
 def run_cell(
@@ -214,7 +214,7 @@ def _ways_for(
 ) -> list[str]:
     if before:
         return list(before_ways)
-    ways = list(WAYS) + ([WORKERS_WAY.format(n=workers)] if workers > 1 else [])
+    ways = list(WAYS) + ([w.format(n=workers) for w in WORKERS_WAYS] if workers > 1 else [])
     return [*ways, "floor"] if floor and CELLS[cell][2] == "one" else ways
 
 
@@ -348,7 +348,7 @@ def main(argv: list[str]) -> int:
         "--workers",
         type=int,
         default=os.cpu_count() or 1,
-        help="processes of the 'exhaustive, N workers' way (default: the core count; 1: none)",
+        help="processes of the 'N workers' ways (default: the core count; 1: none)",
     )
     parser.add_argument("--only", action="append", choices=list(CELLS), help="one cell (repeat)")
     parser.add_argument("--backends", default="embedded,real", help="comma-separated backends")

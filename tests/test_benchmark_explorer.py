@@ -34,6 +34,8 @@ def test_one_cell_on_embedded_gives_every_way_and_its_provenance(tmp_path: Path)
     # Two processes run the same schedules; their CPU time counts (the workers' too).
     split = rows["exhaustive, 2 workers"]
     assert split["schedules"] == split["runs"] == 70 and split["cpu_seconds"] > 0
+    split = rows["reduce, 2 workers"]
+    assert split["schedules"] == 70 and split["runs"] == split["classes"] == 34
     for row in rows.values():  # each figure has its CPU time and the load around it
         assert row["cpu_seconds"] > 0 and len(row["load"]) == 2
     # The floor: the same 70 x 9 round trips on a plain client, no explorer.
