@@ -15,24 +15,16 @@ from typing import Any
 
 import pytest
 from programs import watch_increment
+from searches import shared_and_live
 
-from helpers import Lab, explore, lease_expires
+from helpers import Lab, lease_expires
 from helpers.instruments import sharing as sharing_module
 from helpers.instruments.dpor import NotDeterministic
 
 
-def _ran(found: Any) -> list[tuple[str, bool, str, Any]]:
-    return [(o.schedule, o.ok, o.result_text, o.steps) for o in found.outcomes]
-
-
 def both(lab: Lab, actors: dict[str, Any], invariant: Any, **options: Any) -> Any:
     """Explore with and without sharing; assert the same answer; return the shared one."""
-    shared = explore(lab, actors, invariant, keep_traces=False, **options)
-    live = explore(lab, actors, invariant, keep_traces=False, share_prefixes=False, **options)
-    assert _ran(shared) == _ran(live)
-    assert (shared.total, shared.bad_count) == (live.total, live.bad_count)
-    assert live.shared_steps == 0 and live.sharing_off == "share_prefixes=False"
-    return shared
+    return shared_and_live(lab, actors, invariant, **options)[0]
 
 
 def counter(key: str, rounds: int):

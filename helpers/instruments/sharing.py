@@ -207,8 +207,8 @@ class PrefixSharing:
         """End the replay: no step is in progress."""
         self._step = None
 
-    def state(self, names: Sequence[str], run: Any, times: Sequence[int]) -> Hashable | None:
-        """Return the state after the steps names of this replay, or None when it cannot be told.
+    def state(self, run: Any, times: Sequence[int]) -> Hashable | None:
+        """Return the state after run's steps so far (run.names), or None when it cannot be told.
 
         The state is what decides everything after this point: the keyspace (``keyspace_key``),
         what each actor has seen (the round trips it sent, their replies, and the run's clock
@@ -220,6 +220,7 @@ class PrefixSharing:
         connection's or the server's own state changed), sub-actors, or a value kept in a type
         ``keyspace_key`` does not know.
         """
+        names = run.names
         if self._tainted or self.diverged or not len(self.steps) == len(names) == len(times):
             return None
         clean, spoilt = run.share_point()

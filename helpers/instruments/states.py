@@ -14,7 +14,7 @@ A replay is first walked through the graph (``Simulated``), which answers the se
 what is known (a choice never taken from that state), the search runs it live (``Recording``,
 which adds what it sees), and a live replay that reaches a state already in the graph hands the
 rest back to the graph. The search core cannot tell the difference: it makes the same choices,
-finds the same races and counts the same schedules (tests/test_state_merging.py, and the
+finds the same races and counts the same schedules (tests/test_states_met_before.py, and the
 fuzzer against live replays).
 
 What a state is: at a point where nothing but the keyspace and the actors' own code carry the
@@ -171,7 +171,7 @@ class Recording:
         self._times.append(run.clock.elapsed_ns)
         edge = state.edges.get(name)
         if edge is None:
-            told = self.sharing.state(run.names, run, self._times)
+            told = self.sharing.state(run, self._times)
             edge = touched, told if told is not None else _after(self.key, name)
             state.edges[name] = edge
         self.key = edge[1]

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 from fakeredis.model import Hash, ZSet
+from searches import shared_and_live
 
 from benchmarks.explorer import read_modify_write  # GET, then SET the value read plus one
 from helpers import Lab, explore
@@ -24,23 +25,10 @@ from helpers.instruments.dpor import NotDeterministic
 from helpers.instruments.sharing import _value_key, keyspace_key
 
 
-def _ran(found: Any) -> list[tuple[str, bool, str, Any]]:
-    return [(o.schedule, o.ok, o.result_text, o.steps) for o in found.outcomes]
-
-
 def both(lab: Lab, actors: dict[str, Any], invariant: Any, **options: Any) -> Any:
     """Explore with and without the graph; assert the same answer; return the first."""
-    walked = explore(lab, actors, invariant, keep_traces=False, **options)
-    live = explore(lab, actors, invariant, keep_traces=False, share_prefixes=False, **options)
-    assert _ran(walked) == _ran(live)
-    assert (walked.total, walked.bad_count, walked.runs, walked.pruned) == (
-        live.total,
-        live.bad_count,
-        live.runs,
-        live.pruned,
-    )
-    assert walked.classes == live.classes
-    assert live.walked == 0
+    walked, live = shared_and_live(lab, actors, invariant, **options)
+    assert (walked.runs, walked.pruned, walked.classes) == (live.runs, live.pruned, live.classes)
     if lab.kind != "embedded":
         assert walked.walked == 0 and walked.sharing_off
     return walked
