@@ -172,3 +172,32 @@ def test_a_worker_walks_the_subtrees_of_its_group_through_the_states_it_met(
         embedded, {"A": reader, "B": reader}, lambda client, results: True, reduce=False, workers=2
     )
     assert found.total == 6 and found.walked == 5
+
+
+@pytest.mark.parametrize("reduce", [False, True], ids=["exhaustive", "reduced"])
+def test_two_workers_answer_as_one_where_actors_send_random_tokens(
+    embedded: Lab, reduce: bool
+) -> None:
+    # Each replay sends other values, so sharing (and the graph) ends in every subtree, and a
+    # worker keeps no state from one subtree for the next.
+    key = embedded.key("lock")
+
+    def locker(client: Any) -> str:
+        token = uuid.uuid4().hex
+        client.set(key, token, nx=True)
+        held = client.get(key) in (token, token.encode())  # (a str where replies are decoded)
+        if held:
+            client.delete(key)
+        return "held" if held else "not held"
+
+    one, two = both(
+        lambda workers: explore(
+            embedded,
+            {"A": locker, "B": locker},
+            lambda client, results: True,
+            watch=[key],
+            workers=workers,
+            reduce=reduce,
+        )
+    )
+    assert one == two and one["counts"][0] == 12

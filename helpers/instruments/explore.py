@@ -869,6 +869,8 @@ def _search_in_workers(
         found, pruned = _search(
             spec, options, connections, part, faults, deadline, loaded_by, shared, kept[0]
         )
+        if shared.off:  # it ran live (an actor sent other values, say): trust no state it kept
+            kept.clear()
         return found, pruned, part.bounded, part.stopped, loaded_by, shared
 
     def work_on(group: list[list[str]]) -> list[Any]:
