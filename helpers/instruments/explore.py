@@ -193,7 +193,9 @@ class Exploration:
                 before = must_precede(names, o.steps, fault_steps.actor_of)
                 self._classes[o.schedule] = normal_form(names, o.steps, self.clients, before)
                 if self.reduced:  # how many orders it stands for (_representatives): same pairs
-                    self._sizes[o.schedule] = orders_of(before)
+                    self._sizes[o.schedule] = orders_of(
+                        before, [fault_steps.actor_of(n) for n in names]
+                    )
             self._named = len(self.outcomes)
         if schedule not in self._classes and self.reduced:
             for ok in (False, True):  # an order a run stands for: named by expanding the classes
@@ -1033,26 +1035,28 @@ def normal_form(
     """Return the first order, by actor order, of a schedule's steps that keeps every conflict
     (before: ``must_precede`` of the steps, when the caller has it already)."""
     rank = {n: i for i, n in enumerate(order)}
-    actor = [fault_steps.actor_of(n) for n in names]
     if before is None:
         before = must_precede(names, steps, fault_steps.actor_of)
-    waits = [0] * len(names)  # how many earlier steps each step waits for (same actor, conflict)
-    after: list[list[int]] = [[] for _ in names]  # the later steps that wait for each
-    for i, needs in enumerate(before):
-        for j in range(i):
-            if needs >> j & 1:
-                waits[i] += 1
-                after[j].append(i)
-    ready = [i for i in range(len(names)) if not waits[i]]
+    lines: dict[str, list[int]] = {}  # each actor's steps, in its program order
+    for i, name in enumerate(names):
+        lines.setdefault(fault_steps.actor_of(name), []).append(i)
+    chains = list(lines.items())
+    at = [0] * len(chains)
+    done = 0
     picked: list[str] = []
-    while ready:  # take the first actor (in order) whose next step waits for no remaining one
-        first = min(ready, key=lambda i: (rank.get(actor[i], len(rank)), names[i]))
-        ready.remove(first)
-        picked.append(names[first])
-        for i in after[first]:
-            waits[i] -= 1
-            if not waits[i]:
-                ready.append(i)
+    while len(picked) < len(names):  # the first actor whose next step waits for no other one
+        first = None
+        for a, (actor, line) in enumerate(chains):
+            if at[a] < len(line) and before[line[at[a]]] & done == before[line[at[a]]]:
+                i = line[at[a]]
+                key = (rank.get(actor, len(rank)), names[i])
+                if first is None or key < first[0]:
+                    first = (key, a, i)
+        assert first is not None  # before holds earlier steps only: one is always ready
+        _, a, i = first
+        at[a] += 1
+        done |= 1 << i
+        picked.append(names[i])
     return schedule_text(picked)
 
 
