@@ -27,8 +27,10 @@ each cell on every tree one after another, so the "before" and "after" columns c
 same machine at the same time. Every figure has its CPU time beside its wall time (the
 subprocess's own and its children's: workers are processes), and the load average (1 minute)
 when it started and ended: on a shared machine, compare CPU seconds, and wall seconds only at
-like loads. The provenance names redis-py's, fakeredis's and the real server's versions. A cell is skipped, with the
-reason in the table, when it has more schedules than the explorer's limit (20,000, or
+like loads. ``count_cpu_seconds`` is the CPU time of ``found.total`` after the search: a reduced
+search counts the schedules its classes stand for on first use, as a learner's summary does.
+The provenance names redis-py's, fakeredis's and the real server's versions. A cell is skipped,
+with the reason in the table, when it has more schedules than the explorer's limit (20,000, or
 ``--max-schedules``) or runs longer than ``--timeout`` seconds. ``--before-way`` (repeatable)
 runs other ways than ``exhaustive`` on the "before" trees (``reduce``, say). Writes ``benchmarks/results/explorer.json`` with provenance.
 Usage: ``python -m benchmarks explorer [--before TREE]... [--only CELL] [--backends embedded,real]
@@ -141,14 +143,18 @@ def run_cell(
             **options,
         )
         seconds, cpu = time.perf_counter() - started, cpu_seconds() - cpu
-        runs = getattr(found, "runs", found.total)  # one per class when reduced
+        counting = cpu_seconds()
+        total = found.total  # counted from the classes on first use, as a summary does
+        counting = cpu_seconds() - counting
+        runs = getattr(found, "runs", total)  # one per class when reduced
         return {
-            "schedules": found.total,  # the schedules the result answers for
+            "schedules": total,  # the schedules the result answers for
             "runs": runs,
             "classes": getattr(found, "classes", None),
             "complete": getattr(found, "complete", True),
             "seconds": round(seconds, 3),
             "cpu_seconds": round(cpu, 3),
+            "count_cpu_seconds": round(counting, 3),  # found.total, after the search
             "runs_per_s": round(runs / seconds, 1),
             "shared_steps": getattr(found, "shared_steps", None),
             "live_steps": getattr(found, "live_steps", None),
@@ -272,6 +278,7 @@ def _line(row: dict[str, Any]) -> str:
         f"{row['seconds']:>8.2f} s {row['runs_per_s']:>9,.1f} runs/s  cpu {row['cpu_seconds']:>7.2f} s"
         f"  load {row['load'][0]:.2f}-{row['load'][1]:.2f}"
         f"{'' if row.get('complete', True) else '  (bounded)'}"
+        + (f"  count {row['count_cpu_seconds']:.2f} s" if "count_cpu_seconds" in row else "")
         + (f"  {row['us_per_round_trip']} us per round trip" if "us_per_round_trip" in row else "")
         + _shared(row)
     )

@@ -38,6 +38,7 @@ def test_one_cell_on_embedded_gives_every_way_and_its_provenance(tmp_path: Path)
     assert split["schedules"] == 70 and split["runs"] == split["classes"] == 34
     for row in rows.values():  # each figure has its CPU time and the load around it
         assert row["cpu_seconds"] > 0 and len(row["load"]) == 2
+    assert rows["reduce"]["count_cpu_seconds"] >= 0  # the count of the schedules, timed apart
     # The floor: the same 70 x 9 round trips on a plain client, no explorer.
     assert rows["floor"]["runs"] == 70 and rows["floor"]["us_per_round_trip"] > 0
     # --append keeps the other rows and replaces a row measured again.
