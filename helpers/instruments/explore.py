@@ -847,10 +847,11 @@ def _search_in_workers(
     with ``_search`` (``helpers.instruments.workers``: forked, on its own copy of the embedded
     server) and the outcomes are merged in prefix order. A worker keeps its graph of states met
     before across its subtrees, and is handed them in groups (``_groups``) whose prefixes often
-    reach the same states, so that it walks much of a group's later subtrees. An exhaustive or bounded search runs
-    exactly the schedules, in the order, one process would. A reduced one runs one schedule per
-    class, as one process does, though a class may be stood for by another of its orders (sleep
-    sets never run two orders of one class); its counts, classes and verdicts are the same.
+    reach the same states, so that it walks much of a group's later subtrees. An exhaustive or
+    bounded search runs exactly the schedules, in the order, one process would. A reduced one
+    runs one schedule per class, as one process does, though a class may be stood for by another
+    of its orders (sleep sets never run two orders of one class); its counts, classes and
+    verdicts are the same.
     Returns None to restart, with the script an actor loaded now loaded here too.
     """
     footprints = search.reduce or options.classes or "pause" in faults.kinds
