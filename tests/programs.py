@@ -5,6 +5,7 @@ Each is an ordinary function of a redis-py client, as the lessons' strategies ar
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 
@@ -70,3 +71,13 @@ def take_forever(client: Any, key: str, token: str) -> bool:
         return False
     client.delete(key)
     return True
+
+
+def random_token_locker(client: Any, key: str) -> str:
+    """SET NX with a fresh random token, GET to check it, DEL if held: each run sends new values."""
+    token = uuid.uuid4().hex
+    client.set(key, token, nx=True)
+    held = client.get(key) in (token, token.encode())  # (a str where replies are decoded)
+    if held:
+        client.delete(key)
+    return "held" if held else "not held"

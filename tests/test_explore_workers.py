@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import threading
 import uuid
+from functools import partial
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from fuzz_explorer import Program, races
 from hypothesis import HealthCheck, given, settings
-from programs import naive_limiter
+from programs import naive_limiter, random_token_locker
 
 from helpers import Lab, connect
 from helpers.instruments import actors as actor_side
@@ -181,15 +182,7 @@ def test_two_workers_answer_as_one_where_actors_send_random_tokens(
     # Each replay sends other values, so sharing (and the graph) ends in every subtree, and a
     # worker keeps no state from one subtree for the next.
     key = embedded.key("lock")
-
-    def locker(client: Any) -> str:
-        token = uuid.uuid4().hex
-        client.set(key, token, nx=True)
-        held = client.get(key) in (token, token.encode())  # (a str where replies are decoded)
-        if held:
-            client.delete(key)
-        return "held" if held else "not held"
-
+    locker = partial(random_token_locker, key=key)
     one, two = both(
         lambda workers: explore(
             embedded,

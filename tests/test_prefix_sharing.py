@@ -9,12 +9,11 @@ runs live, and the Exploration says why.
 
 from __future__ import annotations
 
-import uuid
 from functools import partial
 from typing import Any
 
 import pytest
-from programs import watch_increment
+from programs import random_token_locker, watch_increment
 from searches import shared_and_live
 
 from helpers import Lab, lease_expires
@@ -88,15 +87,7 @@ def test_a_reply_an_actor_changes_does_not_change_the_record(lab: Lab) -> None:
 
 def test_random_tokens_end_sharing_and_every_replay_after_runs_live(lab: Lab) -> None:
     key = lab.key("lock")
-
-    def locker(client):
-        token = uuid.uuid4().hex
-        client.set(key, token, nx=True)
-        held = client.get(key) in (token, token.encode())  # (a str where replies are decoded)
-        if held:
-            client.delete(key)
-        return "held" if held else "not held"
-
+    locker = partial(random_token_locker, key=key)
     found = both(lab, {"A": locker, "B": locker}, lambda c, r: True, watch=[key])
     if lab.kind == "embedded":
         assert "random token" in found.sharing_off
