@@ -212,3 +212,25 @@ def test_an_actor_stopped_between_round_trips_keeps_its_connection(
     assert found.total == 924
     if lab.kind == "embedded":  # about 100 replays were cut when they met a known state
         assert found.walked and len(handshakes) < 10  # (3 here; 103 if each cut one reconnects)
+
+
+@pytest.mark.parametrize("reduce", [False, True], ids=["exhaustive", "reduced"])
+def test_two_errors_that_print_alike_are_other_states(lab: Lab, reduce: bool) -> None:
+    # redis-py prints every server error as "server:ResponseError", whatever its message. C's
+    # INCR fails with WRONGTYPE on A's list, or with "not an integer" on A's string, and then the
+    # keyspace, A's replies and the clock are the same: only the message tells the states apart.
+    key = lab.key("k")
+
+    def a(client: Any) -> None:
+        client.rpush(key, 1)
+        client.set(key, "x")
+
+    def c(client: Any) -> str:
+        try:
+            return str(client.incr(key))
+        except redis.ResponseError as exc:
+            return str(exc).split()[0]
+
+    found = both(lab, {"A": a, "C": c}, lambda client, results: True, watch=[key], reduce=reduce)
+    told = {o.schedule: o.results["C"] for o in found.outcomes}
+    assert told["ACA"] == "WRONGTYPE" and told["AAC"] == "value"

@@ -94,7 +94,7 @@ class _Step:
         self.sent: list[list[Command]] = []
         self.heard: list[tuple[bool, Any]] = []  # (raised, reply or ResponseError), read order
         self.before = before  # the keyspace before this step, when it could be shared
-        self.text = ""  # repr of (sent, heard), made once it is asked for (PrefixSharing.state)
+        self.text = ""  # (sent, heard) as text (``_told``), made once asked (PrefixSharing.state)
 
 
 @dataclass
@@ -233,7 +233,9 @@ class PrefixSharing:
         seen: dict[str, list[tuple[str, int]]] = {}
         for name, step, time in zip(names, self.steps, times):
             if not step.text:
-                step.text = repr((step.sent, step.heard))
+                step.text = repr(
+                    (step.sent, [(raised, _told(reply)) for raised, reply in step.heard])
+                )
             seen.setdefault(name, []).append((step.text, time))
         return keyspace, standing, tuple(sorted((n, tuple(t)) for n, t in seen.items()))
 
@@ -264,6 +266,24 @@ def _value_key(value: Any) -> Hashable | None:
     if kind is Hash and not value._expired_fields:
         return "hash", repr(sorted(value._values.items())), repr(sorted(value._expirations.items()))
     return None
+
+
+def _told(reply: Any) -> Any:
+    """Return a reply as a value whose repr tells it from every other reply.
+
+    redis-py's errors print their kind only (``server:ResponseError``), not their message, so
+    WRONGTYPE and "value is not an integer" would look alike: an error is told by its class and
+    its arguments, also inside an array (a transaction's replies).
+    """
+    if isinstance(reply, BaseException):
+        return "raised", type(reply).__module__, type(reply).__qualname__, reply.args
+    if isinstance(reply, list):
+        return [_told(r) for r in reply]
+    if isinstance(reply, tuple):
+        return tuple(_told(r) for r in reply)
+    if isinstance(reply, dict):
+        return [(_told(k), _told(v)) for k, v in reply.items()]
+    return reply
 
 
 def _fresh(value: Any) -> Any:
