@@ -47,3 +47,24 @@ def test_a_budget_must_be_seconds(lab: Lab, budget: object) -> None:
     actors, key = _three(lab, 1)
     with pytest.raises((ValueError, TypeError), match="budget_s"):
         explore(lab, actors, lambda client, results: True, watch=[key], budget_s=budget)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("share", [True, False])
+def test_the_default_limit_is_set_by_what_a_replay_costs(lab: Lab, share: bool) -> None:
+    """A search that shares prefixes and walks states met before may run 50,000 replays by
+    default; one whose every replay runs live (a real server, or share_prefixes=False), 20,000;
+    a limit that is given is kept."""
+    actors, key = _three(lab, 6)
+    shared = share and lab.kind == "embedded"
+    limit = "50,000" if shared else "20,000"
+    with pytest.raises(TooManySchedules, match=rf"over max_schedules={limit}: refused"):
+        explore(lab, actors, lambda client, results: True, watch=[key], share_prefixes=share)
+    with pytest.raises(TooManySchedules, match=r"over max_schedules=30,000: refused"):
+        explore(
+            lab,
+            actors,
+            lambda client, results: True,
+            watch=[key],
+            share_prefixes=share,
+            max_schedules=30_000,
+        )

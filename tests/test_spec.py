@@ -60,10 +60,16 @@ def test_options_are_one_checked_value() -> None:
     assert ExploreOptions(preemptions=2).reduce is False
     crashes = ExploreOptions.of(crashes=2)
     assert crashes.faults == ("crash",) and crashes.max_faults == 2
+    # The limit's default is set when the search knows whether its replays run live.
+    assert ExploreOptions().max_schedules is None
+    assert ExploreOptions().limited(live=False).max_schedules == 50_000
+    assert ExploreOptions().limited(live=True).max_schedules == 20_000
+    assert ExploreOptions(max_schedules=7).limited(live=False).max_schedules == 7
     for bad, message in [
         ({"reduce": True, "preemptions": 1}, "do not combine"),
         ({"budget_s": float("inf")}, "budget_s"),
         ({"max_schedules": 0}, "max_schedules"),
+        ({"max_schedules": 2.5}, "max_schedules"),
         ({"faults": ("meteor",)}, "unknown fault"),
     ]:
         with pytest.raises(ValueError, match=message):

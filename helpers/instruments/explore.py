@@ -42,7 +42,8 @@ every schedule raises ``NoVerdict`` (with what each returned) instead of "0 of N
 actors read the run's own clock (``helpers.instruments.logical_time``), and after a search a few
 schedules are replayed twice to catch actors that read what the explorer does not control
 (``helpers.instruments.determinism``). ``budget_s`` bounds a search's time; without it a reduced
-search that will not fit ``max_schedules`` is refused after its first few hundred replays.
+search that will not fit ``max_schedules`` is refused after its first few hundred replays
+(50,000 by default where prefixes are shared, 20,000 where every replay runs live).
 
 Several servers: the actors' own clients may dial several addresses (Redlock's masters); each
 further one is a server of its own (``helpers.instruments.servers``), emptied before every
@@ -441,7 +442,8 @@ def explore(
     beyond the lab's own. crashes=N is faults=("crash",), max_faults=N.
     budget_s=S stops the search after about S seconds with a partial result (``complete`` is
     False, the summary says PARTIAL). Without it, a reduced search estimates its size after
-    ESTIMATE_AFTER replays and refuses at once one that will not fit max_schedules.
+    ESTIMATE_AFTER replays and refuses at once one that will not fit max_schedules (by default
+    50,000 where prefixes are shared, 20,000 where every replay runs live: ``ExploreOptions``).
     workers=N (default 1) splits the search across N forked processes, each on its own copy of
     the embedded server, and merges their outcomes: the same schedules, classes and counts
     (``helpers.instruments.workers``; refused on a real server).
@@ -490,6 +492,8 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
             deadline = None if budget_s is None else time.monotonic() + budget_s
             steps = _Faults(kinds, bound, server)
             sharing = SharingStats()
+            _sharing(spec, options, connections, steps, sharing)  # (only to learn why not)
+            options = options.limited(live=bool(sharing.off))
             if options.workers > 1:
                 outcomes, pruned = _search_in_workers(
                     spec, options, connections, search, steps, deadline, sharing
@@ -681,6 +685,7 @@ def _search(
     """
     invariant = spec.invariant
     max_schedules, max_steps = options.max_schedules, options.max_steps
+    assert max_schedules is not None  # explore_spec sets it (ExploreOptions.limited)
     footprints = search.reduce or options.classes or "pause" in faults.kinds
     assert invariant is not None  # explore_spec refuses a race without one
     outcomes: list[Outcome] = []
@@ -907,8 +912,10 @@ def _search_in_workers(
         stats.live_steps += shared.live_steps
         stats.walked += shared.walked
         stats.off = stats.off or shared.off  # (a worker that ran live says why)
-    if len(outcomes) + pruned > options.max_schedules:
-        raise _too_many(search.reduce, options.max_schedules)
+    limit = options.max_schedules
+    assert limit is not None  # explore_spec sets it (ExploreOptions.limited)
+    if len(outcomes) + pruned > limit:
+        raise _too_many(search.reduce, limit)
     return outcomes, pruned
 
 

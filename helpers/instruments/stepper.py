@@ -70,7 +70,7 @@ from helpers.instruments.schedule import (
     TraceRow,
     parse_schedule,
 )
-from helpers.instruments.spec import DEFAULT_MAX_SCHEDULES, RaceSpec
+from helpers.instruments.spec import RaceSpec
 
 GREEN, RED, GREY = "#1a7f37", "#cf222e", "#6e7781"
 # The buttons' own colours (background, text), not the theme's: the theme's "info" teal under
@@ -383,7 +383,7 @@ class Stepper:
 
     # --- every continuation ----------------------------------------------------------------------
 
-    def explore_from_here(self, max_schedules: int = DEFAULT_MAX_SCHEDULES) -> Exploration:
+    def explore_from_here(self, max_schedules: int | None = None) -> Exploration:
         """Return the Exploration of every complete schedule that begins with the steps taken so far."""
         if self.invariant is None:
             raise ValueError(
