@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import time
+import uuid
 from functools import partial
+from typing import Any
 
 import pytest
 
@@ -19,7 +21,7 @@ def _three(lab: Lab, steps: int) -> tuple[dict[str, partial[str]], str]:
 
 
 def test_a_reduced_search_that_cannot_fit_is_refused_after_its_first_replays(lab: Lab) -> None:
-    actors, key = _three(lab, 6)  # 3 x 6 on one key: far more than 20,000 classes
+    actors, key = _three(lab, 6)  # 3 x 6 on one key: far more than 50,000 classes
     started = time.monotonic()
     with pytest.raises(TooManySchedules, match=r"about [\d,]+ replays \(estimated after [\d,]+,"):
         explore(lab, actors, lambda client, results: True, watch=[key])
@@ -68,3 +70,18 @@ def test_the_default_limit_is_set_by_what_a_replay_costs(lab: Lab, share: bool) 
             share_prefixes=share,
             max_schedules=30_000,
         )
+
+
+def test_a_search_that_stops_sharing_keeps_to_the_live_limit(lab: Lab) -> None:
+    """An actor that writes a fresh random value on each replay cannot be answered from the
+    record: from then on every replay runs live, and so the limit is the live one."""
+    key = lab.key("k")
+
+    def writer(client: Any) -> None:
+        for _ in range(6):
+            client.get(key)
+            client.set(key, uuid.uuid4().hex)
+
+    actors = {"A": writer, "B": writer, "C": writer}
+    with pytest.raises(TooManySchedules, match=r"over max_schedules=20,000: refused"):
+        explore(lab, actors, lambda client, results: True, watch=[key])

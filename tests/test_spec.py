@@ -62,9 +62,9 @@ def test_options_are_one_checked_value() -> None:
     assert crashes.faults == ("crash",) and crashes.max_faults == 2
     # The limit's default is set when the search knows whether its replays run live.
     assert ExploreOptions().max_schedules is None
-    assert ExploreOptions().limited(live=False).max_schedules == 50_000
-    assert ExploreOptions().limited(live=True).max_schedules == 20_000
-    assert ExploreOptions(max_schedules=7).limited(live=False).max_schedules == 7
+    assert ExploreOptions().limit(live=False) == 50_000
+    assert ExploreOptions().limit(live=True) == 20_000
+    assert ExploreOptions(max_schedules=7).limit(live=False) == 7
     for bad, message in [
         ({"reduce": True, "preemptions": 1}, "do not combine"),
         ({"budget_s": float("inf")}, "budget_s"),

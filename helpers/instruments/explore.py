@@ -492,8 +492,6 @@ def explore_spec(spec: RaceSpec, options: ExploreOptions) -> Exploration:
             deadline = None if budget_s is None else time.monotonic() + budget_s
             steps = _Faults(kinds, bound, server)
             sharing = SharingStats()
-            _sharing(spec, options, connections, steps, sharing)  # (only to learn why not)
-            options = options.limited(live=bool(sharing.off))
             if options.workers > 1:
                 outcomes, pruned = _search_in_workers(
                     spec, options, connections, search, steps, deadline, sharing
@@ -684,14 +682,14 @@ def _search(
     replay it keeps sees the same server (loaded_by, if given, gets that replay's steps).
     """
     invariant = spec.invariant
-    max_schedules, max_steps = options.max_schedules, options.max_steps
-    assert max_schedules is not None  # explore_spec sets it (ExploreOptions.limited)
+    max_steps = options.max_steps
     footprints = search.reduce or options.classes or "pause" in faults.kinds
     assert invariant is not None  # explore_spec refuses a race without one
     outcomes: list[Outcome] = []
     pruned = 0
     stats = stats if stats is not None else SharingStats()
     sharing = _sharing(spec, options, connections, faults, stats)
+    max_schedules = options.limit(live=sharing is None)
     graph = (graph if graph is not None else StateGraph()) if sharing is not None else None
     lived: list[str] = []  # the steps of the last live replay (what sharing's record holds)
     live_from = 0  # the walk through the graph left it after this many steps
@@ -769,6 +767,7 @@ def _search(
                     "every replay after it ran live"
                 )
                 sharing = graph = None  # (never on with fault steps: no faults.server to end)
+                max_schedules = options.limit(live=True)
                 live_from = 0
                 continue
             # A script loaded for the first time, or a server first dialed (its faults are new
@@ -831,7 +830,7 @@ def _too_many(reduce: bool, max_schedules: int) -> TooManySchedules:
     else:
         what, instead = "schedules", "reduce=True or preemptions=N"
     return TooManySchedules(
-        f"more than {max_schedules} {what}; shorten the actors, pass {instead}, "
+        f"more than {max_schedules:,} {what}; shorten the actors, pass {instead}, "
         f"or raise max_schedules"
     )
 
@@ -912,8 +911,7 @@ def _search_in_workers(
         stats.live_steps += shared.live_steps
         stats.walked += shared.walked
         stats.off = stats.off or shared.off  # (a worker that ran live says why)
-    limit = options.max_schedules
-    assert limit is not None  # explore_spec sets it (ExploreOptions.limited)
+    limit = options.limit(live=bool(stats.off))
     if len(outcomes) + pruned > limit:
         raise _too_many(search.reduce, limit)
     return outcomes, pruned

@@ -119,8 +119,8 @@ class ExploreOptions:
     way to replay a schedule for its trace; share_prefixes=False runs every replay live (see
     ``helpers.instruments.sharing``), and an exhaustive search then merges no states.
     max_schedules=None, the default, is MAX_SCHEDULES_SHARED replays where the search shares
-    prefixes and MAX_SCHEDULES_LIVE where every replay runs live (``limited``), a wait of
-    about half a minute to two minutes either way.
+    prefixes and MAX_SCHEDULES_LIVE where every replay runs live (``limit``; also from the
+    point where a search stops sharing), a wait of about half a minute to two minutes.
     """
 
     reduce: bool | None = None
@@ -166,12 +166,11 @@ class ExploreOptions:
         ):
             raise ValueError(f"budget_s must be a number of seconds > 0 or None, got {budget!r}")
 
-    def limited(self, live: bool) -> ExploreOptions:
-        """Return these options with max_schedules set: its default by whether every replay of
-        the search runs live (see the class docstring), or as given."""
+    def limit(self, live: bool) -> int:
+        """Return max_schedules, or its default for a search whose replays run live (or not)."""
         if self.max_schedules is not None:
-            return self
-        return replace(self, max_schedules=MAX_SCHEDULES_LIVE if live else MAX_SCHEDULES_SHARED)
+            return self.max_schedules
+        return MAX_SCHEDULES_LIVE if live else MAX_SCHEDULES_SHARED
 
     @classmethod
     def of(cls, crashes: int = 0, **options: Any) -> ExploreOptions:
