@@ -30,10 +30,12 @@ when it started and ended: on a shared machine, compare CPU seconds, and wall se
 like loads. ``count_cpu_seconds`` is the CPU time of ``found.total`` after the search: a reduced
 search counts the schedules its classes stand for on first use, as a learner's summary does.
 The provenance names redis-py's, fakeredis's and the real server's versions. A cell is skipped,
-with the reason in the table, when it has more schedules than the benchmark's limit (20,000, the
-explorer's own for a search that runs live, so that every tree meets the same limit; or
-``--max-schedules``: 50,000 is the explorer's default where prefixes are shared) or runs longer than ``--timeout`` seconds. ``--before-way`` (repeatable)
-runs other ways than ``exhaustive`` on the "before" trees (``reduce``, say). Writes ``benchmarks/results/explorer.json`` with provenance.
+with the reason in the table, when it has more schedules than the benchmark's limit or runs
+longer than ``--timeout`` seconds. The limit is 20,000 (the explorer's own for a search that runs
+live, so that every tree meets the same one) or ``--max-schedules`` (50,000 is the explorer's
+default where prefixes are shared). ``--before-way`` (repeatable) runs other ways than
+``exhaustive`` on the "before" trees (``reduce``, say). Writes
+``benchmarks/results/explorer.json`` with provenance.
 Usage: ``python -m benchmarks explorer [--before TREE]... [--only CELL] [--backends embedded,real]
 [--workers N]``.
 """
