@@ -689,13 +689,13 @@ def _search(
     pruned = 0
     stats = stats if stats is not None else SharingStats()
     sharing = _sharing(spec, options, connections, faults, stats)
-    max_schedules = options.limit(live=sharing is None)
     graph = (graph if graph is not None else StateGraph()) if sharing is not None else None
     lived: list[str] = []  # the steps of the last live replay (what sharing's record holds)
     live_from = 0  # the walk through the graph left it after this many steps
     ran = 0  # replays run, kept or not
     while True:
         replays = len(outcomes) + pruned
+        max_schedules = options.limit(live=sharing is None)  # (live once sharing turned off)
         ran += 1
         if ran % COLLECT_EVERY == 0:
             gc.collect()  # between two replays: no server call is under way
@@ -767,7 +767,6 @@ def _search(
                     "every replay after it ran live"
                 )
                 sharing = graph = None  # (never on with fault steps: no faults.server to end)
-                max_schedules = options.limit(live=True)
                 live_from = 0
                 continue
             # A script loaded for the first time, or a server first dialed (its faults are new
