@@ -5,9 +5,13 @@ builds Redis and runs ``make test``. A test that passed in the first leg without
 differs between the legs would run the same code again in the second. So the first leg, given
 ``--record-passed FILE``, writes the ids of the tests that passed and, from setup to teardown:
 
-* never looked for a Redis binary (``helpers.backend.server.find_binary``, wherever imported);
-* started no process (``subprocess``, ``os.fork``, ``multiprocessing``): a child may look for
-  one, or read the legs' other differences from its environment;
+* never looked for a Redis binary (``helpers.backend.server.find_binary``, wherever imported),
+  nor did any process it forked (a forked child runs this interpreter, with the same witnesses:
+  it leaves a mark in a folder the recorder reads after each test);
+* started no other process (``subprocess``, ``os.exec*``, ``os.posix_spawn``, ``os.system``,
+  ``multiprocessing`` by spawn or forkserver): a new interpreter or program may look for one, or
+  read the legs' other differences from its environment. The exceptions are ``FOREIGN``
+  programs, which run none of this project's code (chromium printing a handout, pdfinfo);
 * and live in a file that names no ``.redis`` path or CI variable (read without a lookup).
 
 The second leg, given ``--skip-passed FILE`` (``RACELAB_SKIP_PASSED`` in scripts/run-tests.sh),
@@ -19,11 +23,14 @@ count to the controller (``workeroutput``), which writes the one file or says th
 
 from __future__ import annotations
 
+import multiprocessing
 import multiprocessing.process
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from functools import cache, wraps
 from pathlib import Path
@@ -37,6 +44,10 @@ from helpers.backend import server
 LEG_WORDS = re.compile(
     r"\.redis\b|LOCAL_BIN|RACELAB_MATRIX|RACELAB_REQUIRE_REAL|RACELAB_REDIS_SERVER"
 )
+
+
+# Programs that run none of this project's code, so cannot look for a binary (by file name).
+FOREIGN = frozenset({"chromium", "chromium-browser", "pdfinfo"})
 
 
 @cache
@@ -65,12 +76,24 @@ class Recorder:
         self.config = config
         self.touched = self.call_passed = self.phase_failed = False
         self.passed: list[str] = []
+        self.pid = os.getpid()
+        self.marks = Path(tempfile.mkdtemp(prefix="run-once-"))  # forked children write here
         self._wrap_everywhere()
 
-    def _witness(self, function: Callable[..., Any]) -> Callable[..., Any]:
+    def touch(self) -> None:
+        """Note that the running test did what may differ between the legs."""
+        if os.getpid() == self.pid:
+            self.touched = True
+        else:  # a forked child: tell the recorder, in the parent, through the folder
+            (self.marks / str(os.getpid())).touch()
+
+    def _witness(
+        self, function: Callable[..., Any], when: Callable[..., bool] = lambda *a, **k: True
+    ) -> Callable[..., Any]:
         @wraps(function)
         def witnessed(*args: Any, **kwargs: Any) -> Any:
-            self.touched = True
+            if when(*args, **kwargs):
+                self.touch()
             return function(*args, **kwargs)
 
         return witnessed
@@ -82,15 +105,24 @@ class Recorder:
         for module in list(sys.modules.values()):
             if getattr(module, "find_binary", None) is original:
                 module.find_binary = wrapped  # type: ignore[attr-defined]
-        subprocess.Popen._execute_child = self._witness(subprocess.Popen._execute_child)  # type: ignore[attr-defined]
-        os.fork = self._witness(os.fork)
+        subprocess.Popen._execute_child = self._witness(  # type: ignore[attr-defined]
+            subprocess.Popen._execute_child,  # type: ignore[attr-defined]
+            lambda popen, args, executable, *rest, **kw: not _foreign(args, executable),
+        )
+        for name in ("execv", "execve", "posix_spawn", "posix_spawnp", "system"):
+            setattr(os, name, self._witness(getattr(os, name)))
         start = multiprocessing.process.BaseProcess.start
-        multiprocessing.process.BaseProcess.start = self._witness(start)  # type: ignore[method-assign]
+        multiprocessing.process.BaseProcess.start = self._witness(  # type: ignore[method-assign]
+            start, lambda process: _start_method(process) != "fork"
+        )
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item) -> Iterator[None]:
         self.touched = self.call_passed = self.phase_failed = False
         yield
+        for mark in list(self.marks.iterdir()):  # a forked child looked, or started a process
+            self.touched = True
+            mark.unlink(missing_ok=True)
         clean = self.call_passed and not self.phase_failed and not self.touched
         if clean and not names_a_leg_difference(str(item.fspath)):
             self.passed.append(item.nodeid)
@@ -107,6 +139,7 @@ class Recorder:
         self.passed.extend(getattr(node, "workeroutput", {}).get("run_once_passed", []))
 
     def pytest_sessionfinish(self) -> None:
+        shutil.rmtree(self.marks, ignore_errors=True)
         if is_worker(self.config):
             self.config.workeroutput["run_once_passed"] = self.passed  # type: ignore[attr-defined]
             return
@@ -120,6 +153,26 @@ class Recorder:
             "(no binary looked for, no process started): make test with "
             f"RACELAB_SKIP_PASSED={self.path} does not run them again"
         )
+
+
+def _foreign(args: Any, executable: Any) -> bool:
+    """Return whether Popen(args, executable=...) starts a FOREIGN program (a string of args may
+    be a shell's command line: never foreign)."""
+    if executable is None:
+        if not isinstance(args, (list, tuple)) or not args:
+            return False
+        executable = args[0]
+    return os.path.basename(os.fsdecode(executable)) in FOREIGN
+
+
+def _start_method(process: multiprocessing.process.BaseProcess) -> str:
+    """Return how process will start: fork, spawn or forkserver (the default is listed first)."""
+    method: str | None = getattr(process, "_start_method", None)
+    return (
+        method
+        or multiprocessing.get_start_method(allow_none=True)
+        or multiprocessing.get_all_start_methods()[0]
+    )
 
 
 class Skipper:
