@@ -10,7 +10,8 @@ and the first element, and prints the count of every rule's violations, whatever
 By default it checks one page of each kind (PAGES: both home pages, a notebook page of each view,
 the page with the most coloured outputs, an instructor notes page, each docs page, the search
 page), which takes seconds; RACELAB_AXE_ALL=1 checks every page of both views in both modes
-(about two and a half minutes on two cores).
+(about a minute and a half). Each page loads once, is checked in light mode, then switched to
+dark (the theme is CSS, so it follows at once) and checked again.
 
 Without chromium it skips (or fails under RACELAB_REQUIRE_BROWSER=1, as the other browser tests
 do); without node and npm, or when npm cannot install axe-core, it skips with the reason.
@@ -51,6 +52,8 @@ MODES: dict[str, dict[str, Any]] = {
     "dark": {"runOnly": {"type": "rule", "values": ["color-contrast"]}},
 }
 
+# the colour scheme the page's CSS sees now
+SCHEME = "() => matchMedia('(prefers-color-scheme: dark)').matches ? 'dark' : 'light'"
 # axe.run over the whole page; one entry per violated rule, with its first element.
 RUN_AXE = """async (only) => {
   const result = await axe.run(document, Object.assign({resultTypes: ["violations"]}, only));
@@ -94,12 +97,15 @@ def test_no_critical_or_serious_axe_violation(
     else:
         pages = [site / name for name in PAGES]
         assert all(p.is_file() for p in pages), [p for p in pages if not p.is_file()]
-    for mode, only in MODES.items():
-        page = browser.new_page(viewport={"width": 1280, "height": 900}, color_scheme=mode)
-        try:
-            for path in pages:
-                page.goto(path.as_uri(), wait_until="load")
-                page.add_script_tag(content=axe_source)
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        for path in pages:  # each page loads once; the theme is CSS, so it follows at once
+            page.emulate_media(color_scheme="light")
+            page.goto(path.as_uri(), wait_until="load")
+            page.add_script_tag(content=axe_source)
+            for mode, only in MODES.items():
+                page.emulate_media(color_scheme=mode)
+                assert page.evaluate(SCHEME) == mode, f"{path}: the page is not in {mode} mode"
                 name = f"{path.relative_to(site).as_posix()} ({mode})"
                 for violation in page.evaluate(RUN_AXE, only):
                     counts[(violation["impact"], violation["id"])] += violation["nodes"]
@@ -108,8 +114,8 @@ def test_no_critical_or_serious_axe_violation(
                             f"{name}: {violation['impact']} {violation['id']} x{violation['nodes']}"
                             f" ({violation['help']}; first: {violation['first']})"
                         )
-        finally:
-            page.close()
+    finally:
+        page.close()
     reporter = request.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         summary = ", ".join(
