@@ -96,20 +96,21 @@ start() {  # start NAME COMMAND...: run it in the background; with two running, 
 # worker at a time; the slowest are listed at the end.
 XDIST=(-n "${RACELAB_TEST_WORKERS:-auto}" --dist loadfile --durations=15)
 run $PY -m pytest "${XDIST[@]}" tests ${RACELAB_SKIP_PASSED:+--skip-passed "$RACELAB_SKIP_PASSED"}
+# The jobs start longest first (as measured in CI), so that the last two end close together.
 # What a learner sees: every notebook through Run All in JupyterLab in chromium (skips, saying
-# why, without playwright or chromium; RACELAB_REQUIRE_BROWSER=1 makes that a failure). It runs
-# beside the first notebook pass.
-start browser env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest tests/browser
-start embedded env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest "${NBVAL[@]}" notebooks
+# why, without playwright or chromium; RACELAB_REQUIRE_BROWSER=1 makes that a failure); the
+# lesson site and its accessibility (axe-core) are a job of their own.
+start browser env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest tests/browser/test_jupyterlab.py
 if [ $have_real = 1 ]; then
     if [ -n "${REDIS_URL:-}" ]; then
         start real $PY -m pytest "${NBVAL[@]}" notebooks
     else
-        start real $PY -m helpers run --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
         # The multi-node story: the same notebooks, unchanged, on a 3-node cluster of real servers.
         start cluster $PY -m helpers run --cluster --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
+        start real $PY -m helpers run --shared -- $PY -m pytest "${NBVAL[@]}" notebooks
     fi
 fi
+start site env -u REDIS_URL $PY -m pytest tests/browser/test_site.py tests/browser/test_axe.py
 # The backend matrix: the notebooks as a learner with only Redis 7.0, or only Valkey, runs them
 # (their own throwaway servers use that binary too). Outputs differ where cells skip, so only
 # errors and failed asserts count (--nbval-lax).
@@ -125,6 +126,7 @@ if [ "${RACELAB_MATRIX:-}" = 1 ]; then
             $PY -m pytest --nbval-lax --nbval-cell-timeout=120 notebooks
     done
 fi
+start embedded env -u REDIS_URL RACELAB_BACKEND=embedded $PY -m pytest "${NBVAL[@]}" notebooks
 while [ ${#running[@]} -gt 0 ]; do finish_one; done
 wait
 echo
