@@ -181,7 +181,7 @@ class Skipper:
     def __init__(self, path: Path, config: pytest.Config) -> None:
         self.path = path
         self.config = config
-        self.ids = set(path.read_text(encoding="utf-8").split())
+        self.ids = set(path.read_text(encoding="utf-8").splitlines())  # (ids may hold spaces)
         self.count = 0
 
     def pytest_collection_modifyitems(

@@ -31,6 +31,10 @@ from helpers.backend.server import ServerNotFound, find_binary
 def test_plain():
     assert 1 + 1 == 2
 
+@pytest.mark.parametrize("n", [2], ids=["an id with spaces"])
+def test_named(n):
+    assert n == 2
+
 def look():
     try:
         find_binary()
@@ -77,6 +81,7 @@ def test_skips():
 # the generated tests that run the same in both legs: their children look for nothing
 CLEAN = [
     "test_generated.py::test_forks_a_child_that_looks_for_nothing",
+    "test_generated.py::test_named[an id with spaces]",
     "test_generated.py::test_plain",
     "test_generated.py::test_runs_a_foreign_program",
 ]
@@ -115,10 +120,10 @@ def test_the_first_leg_records_clean_passes_and_the_second_runs_everything_else(
     record = tmp_path / "passed.txt"
     first = pytest_in(folder, "--record-passed", str(record))
     assert first.returncode == 1, first.stdout  # test_fails
-    assert record.read_text().split() == CLEAN
-    assert "run once: 3 passes recorded" in first.stdout
+    assert record.read_text().splitlines() == CLEAN
+    assert "run once: 4 passes recorded" in first.stdout
     second = pytest_in(folder, "--skip-passed", str(record), "-rA")
-    assert "3 deselected" in second.stdout
+    assert "4 deselected" in second.stdout
     summary = second.stdout.split("short test summary")[1]
     for again in ("looks_for_a_binary", "starts_a_process", "spawns_a_child", "runs_a_shell"):
         assert f"PASSED test_generated.py::test_{again}" in summary
@@ -138,10 +143,14 @@ def test_under_xdist_the_workers_lists_are_merged_into_one_record_and_one_count(
     xdist = ("-n", "2", "--dist", "loadfile")
     first = pytest_in(folder, *xdist, "--record-passed", str(record))
     assert first.returncode == 1, first.stdout  # test_fails
-    assert record.read_text().split() == [*CLEAN, "test_more.py::test_b", "test_more.py::test_c"]
-    assert "run once: 5 passes recorded" in first.stdout
+    assert record.read_text().splitlines() == [
+        *CLEAN,
+        "test_more.py::test_b",
+        "test_more.py::test_c",
+    ]
+    assert "run once: 6 passes recorded" in first.stdout
     second = pytest_in(folder, *xdist, "--skip-passed", str(record), "-rA")
-    assert "run once: 5 tests not run again" in second.stdout, second.stdout
+    assert "run once: 6 tests not run again" in second.stdout, second.stdout
     summary = second.stdout.split("short test summary")[1]
     assert "PASSED test_legs.py::test_a" in summary
     assert "test_more.py::test_b" not in summary and "test_plain" not in summary
