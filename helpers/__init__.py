@@ -27,6 +27,8 @@ here. The plumbing is in ``helpers.backend``, the instruments in ``helpers.instr
 what only the suite's own tests and CI use in ``helpers.tools``. Nothing runs on import.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from helpers.backend.guard import UnsafeCommandError
 from helpers.backend.lab import Capabilities, Lab, connect
 from helpers.backend.modes import client_stats
@@ -38,13 +40,26 @@ from helpers.instruments.invariant import Invariant
 from helpers.instruments.listing import show
 from helpers.instruments.load import repeat_runs, run_clients
 from helpers.instruments.logical_time import EPOCH
-from helpers.instruments.plots import cost_vs_size, plot_timeline
 from helpers.instruments.reference import relative_cost
 from helpers.instruments.rtt import rtt_sweep
 from helpers.instruments.scenario import Race
 from helpers.instruments.schedule import ScheduleRun, lease_expires, run_schedule, time_passes
 from helpers.instruments.stepper import Stepper
 from helpers.instruments.work import count_work
+
+if TYPE_CHECKING:
+    from helpers.instruments.plots import cost_vs_size, plot_timeline
+else:
+
+    def __getattr__(name: str) -> Any:
+        """Return a plot function, loading the plots (and matplotlib) only when one is asked for:
+        a process that draws nothing (a CLI command, a test's child) starts a second sooner."""
+        if name in {"cost_vs_size", "plot_timeline"}:
+            from helpers.instruments import plots
+
+            return getattr(plots, name)
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "EPOCH",

@@ -101,7 +101,6 @@ from helpers.instruments.classes import each_order, must_precede, orders_of
 from helpers.instruments.determinism import Replayer, check_replays
 from helpers.instruments.dpor import NotDeterministic, TooManySchedules
 from helpers.instruments.footprint import Footprint
-from helpers.instruments.plots import schedule_grid
 from helpers.instruments.progress import progress, tick
 from helpers.instruments.schedule import (
     CRASHED,
@@ -406,6 +405,8 @@ class Exploration:
 
     def plot(self, title: str = "Every interleaving", ax: Any = None) -> Any:
         """Return a Figure: one column per schedule, one colour per client, broken ones marked."""
+        from helpers.instruments.plots import schedule_grid  # matplotlib loads at the first plot
+
         return schedule_grid(self, title=title, ax=ax)
 
 

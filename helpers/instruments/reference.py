@@ -33,7 +33,6 @@ from helpers.backend.lab import Client, Lab
 from helpers.backend.namespace import Namespace
 from helpers.backend.scripts import delete_library, library_name
 from helpers.instruments.measure import Strategy, compare_strategies
-from helpers.instruments.plots import draw_relative_costs, subplots
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -236,6 +235,8 @@ class CostFigures:
 
     def plot(self, ax: Axes | None = None) -> Axes | Figure:
         """Draw the relative costs on ax and return it; without ax, return a new Figure (alt text)."""
+        from helpers.instruments.plots import draw_relative_costs, subplots  # (loads matplotlib)
+
         if ax is not None:
             return draw_relative_costs(ax, self)
         fig, ax = subplots(figsize=(8, 4.5))

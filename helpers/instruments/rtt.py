@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from helpers.backend.lab import Client, Lab
 from helpers.backend.modes import mode_of
-from helpers.instruments.plots import draw_rtt_sweep, subplots
 from helpers.instruments.progress import progress
 
 if TYPE_CHECKING:
@@ -142,6 +141,8 @@ class RttSweep:
 
     def plot(self, ax: Axes | None = None, title: str | None = None) -> Axes | Figure:
         """Draw ms per operation against RTT on ax and return it; without ax, a new Figure."""
+        from helpers.instruments.plots import draw_rtt_sweep, subplots  # (loads matplotlib)
+
         if ax is not None:
             return draw_rtt_sweep(ax, self, title)
         fig, ax = subplots(figsize=(7, 4.5))
