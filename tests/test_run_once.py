@@ -91,7 +91,7 @@ def pytest_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """Run pytest on folder's tests with args; return the finished process."""
     env = {**os.environ, "PYTHONPATH": f"{HERE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:nbval", *args],
         cwd=folder,
         env=env,
         capture_output=True,
