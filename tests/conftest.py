@@ -29,11 +29,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_configure(config: pytest.Config) -> None:
     configure(config)
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist would hand out the files with
+        config.option.loadscopereorder = False  # the most tests first; keep SLOW_FIRST's order
 
 
 # The files that take longest (make test prints --durations) run first, longest first: under
 # pytest-xdist (--dist loadfile: a file's tests stay on one worker) a worker that starts one of
-# them last would leave the others idle while it runs.
+# them last would leave the others idle while it runs. (xdist itself would start the files with
+# the most tests first, so the fuzz file, 3 tests and 5 minutes, ran last: see pytest_configure.)
 SLOW_FIRST = (
     "test_fuzz_explorer.py",
     "test_benchmark_explorer.py",
