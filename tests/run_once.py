@@ -23,7 +23,6 @@ count to the controller (``workeroutput``), which writes the one file or says th
 
 from __future__ import annotations
 
-import multiprocessing
 import multiprocessing.process
 import os
 import re
