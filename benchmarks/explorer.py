@@ -48,6 +48,7 @@ import json
 import os
 import platform
 import resource
+import signal
 import subprocess
 import sys
 import time
@@ -203,15 +204,40 @@ def _subprocess(
     env.pop("REDIS_URL", None)
     command = [sys.executable, str(HERE), "--cell", cell, "--way", way, "--backend", backend]
     command += ["--max-schedules", str(max_schedules)]
-    try:
-        done = subprocess.run(
-            command, env=env, cwd=tree, capture_output=True, text=True, timeout=timeout
-        )
-    except subprocess.TimeoutExpired:
+    done = run_capped(command, env, tree, timeout)
+    if done is None:
         return {"skipped": f"over the {timeout:g} s cap"}
     if done.returncode != 0:
         return {"skipped": f"failed: {(done.stderr.strip().splitlines() or ['?'])[-1][:120]}"}
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_capped(
+    command: list[str], env: dict[str, str], cwd: Path, timeout: float
+) -> subprocess.CompletedProcess[str] | None:
+    """Run command in a session of its own; past timeout, kill all of it and return None.
+
+    ``subprocess.run(timeout=...)`` kills only the process it started: a cell's pool workers
+    (``workers=N``) would live on, idle, as orphans. Here the command leads its own process
+    group, and the whole group is killed.
+    """
+    with subprocess.Popen(
+        command,
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as process:
+        try:
+            out, err = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            # Not yet reaped, the leader's pid still names this group alone.
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            return None
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
 
 
 def _ways_for(

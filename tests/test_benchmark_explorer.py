@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from benchmarks import explorer
 
@@ -75,3 +81,38 @@ def test_the_limit_and_the_before_ways_are_options(tmp_path: Path) -> None:
     assert (
         rows[("before", "reduce")]["walked"] > 0 and rows[("before", "reduce, live")]["walked"] == 0
     )
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc (Linux)")
+def test_a_command_over_its_cap_leaves_no_process_behind(tmp_path: Path) -> None:
+    """The cap kills the command's children too (a cell's pool workers), not only the command."""
+    ready = tmp_path / "ready"
+    script = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+        f"open({str(ready)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    done = explorer.run_capped([sys.executable, "-c", script], dict(os.environ), tmp_path, 5)
+    assert done is None  # over the cap (5 s: time for two interpreters to start on a busy machine)
+    child = int(ready.read_text())  # the command had started its child before the cap
+    try:
+        assert _gone(child), f"the command's child {child} outlived the cap"
+    finally:
+        if not _gone(child, 0):
+            os.kill(child, signal.SIGKILL)  # this test's own orphan, by its pid
+
+
+def _gone(pid: int, wait_s: float = 10.0) -> bool:
+    """Whether pid ends within wait_s (a zombie counts as ended: SIGKILL is delivered apart)."""
+    stat = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except FileNotFoundError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
