@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks import explorer
+from helpers.tools.room import process_start
 
 
 def test_one_cell_on_embedded_gives_every_way_and_its_provenance(tmp_path: Path) -> None:
@@ -105,14 +106,9 @@ def test_a_command_over_its_cap_leaves_no_process_behind(tmp_path: Path) -> None
 
 def _gone(pid: int, wait_s: float = 10.0) -> bool:
     """Whether pid ends within wait_s (a zombie counts as ended: SIGKILL is delivered apart)."""
-    stat = Path(f"/proc/{pid}/stat")
     deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
-                return True
-        except FileNotFoundError:
-            return True
+    while process_start(pid) is not None:
         if time.monotonic() >= deadline:
             return False
         time.sleep(0.05)
+    return True
